@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef SQW_IMAGE_H
+#define SQW_IMAGE_H
+
+#include <stdint.h>
+
+#include "sqw/compressor.h"
+#include "sqw/tree.h"
+
+/*
+ * Where file contents come from.  All calls are made from the one thread
+ * that runs sqw_image_write(); the worker threads never do I/O.
+ */
+struct sqw_source_ops {
+	/* Open the data of a file whose node source handle is src. */
+	int (*open)(void *ctx, void *src, void **handle);
+	/* Read exactly len bytes at off (holes read as zeros); -errno. */
+	int (*read)(void *handle, uint64_t off, void *buf, size_t len);
+	/*
+	 * Optional: offset of the first data byte at or after off, or the
+	 * file size when only a hole follows (lseek SEEK_DATA semantics).
+	 */
+	int64_t (*next_data)(void *handle, uint64_t off);
+	void (*close)(void *handle);
+};
+
+enum {
+	SQW_OPT_NO_FRAGMENTS = 1 << 0,
+	SQW_OPT_ALWAYS_FRAGMENTS = 1 << 1,
+	SQW_OPT_NO_DEDUP = 1 << 2,
+	SQW_OPT_NO_EXPORTS = 1 << 3,
+	SQW_OPT_NO_XATTRS = 1 << 4,
+	SQW_OPT_NO_PAD = 1 << 5,
+	SQW_OPT_NO_SPARSE = 1 << 6,
+	SQW_OPT_ALL_ROOT = 1 << 7,
+};
+
+struct sqw_stats {
+	uint64_t inodes, files, dirs, symlinks, devices, ipcs, xattr_sets;
+	uint64_t bytes_in;		/* file data (apparent size) */
+	uint64_t bytes_data;		/* data + fragment blocks written */
+	uint64_t image_size;		/* bytes_used before padding */
+	uint64_t dedup_files, dedup_bytes;
+	uint64_t dedup_tails;
+	uint64_t sparse_bytes;
+	uint64_t fragments, raw_blocks, blocks;
+	uint32_t ids;
+	/* progress: bytes of file data consumed so far */
+	uint64_t progress_bytes;
+};
+
+struct sqw_image_opts {
+	sqw_comp_config_t comp;	/* comp.block_size is the image block size */
+	unsigned jobs;		/* worker threads; 0 = serial twin */
+	unsigned queue;		/* max blocks in flight; 0 = default */
+	unsigned flags;		/* SQW_OPT_* */
+	uint32_t mkfs_time;
+	int64_t all_time;	/* < 0: keep each node's mtime */
+	int64_t force_uid;	/* < 0: keep */
+	int64_t force_gid;
+	/* Optional progress callback, called from the writing thread. */
+	void (*progress)(void *arg, const struct sqw_stats *st);
+	void *progress_arg;
+};
+
+void sqw_image_opts_init(struct sqw_image_opts *opts);
+
+/* What went wrong, for the front end's message. */
+struct sqw_error {
+	int code;		/* negative errno */
+	const char *what;	/* static text: "reading", "too many ids", ... */
+	const sqw_node_t *node;	/* the node concerned, or NULL */
+};
+
+/*
+ * Write the image of tree to fd (from offset 0; the file is truncated to the
+ * image size).  Returns 0 or a negative errno with *err filled.  Finalises
+ * the tree (sorts entries); the tree can be written again afterwards.
+ */
+int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
+		    void *src_ctx, int fd, const struct sqw_image_opts *opts,
+		    struct sqw_stats *stats, struct sqw_error *err);
+
+#endif

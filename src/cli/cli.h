@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Helpers shared by the command-line front ends. */
+#ifndef SQW_CLI_H
+#define SQW_CLI_H
+
+#include <stdio.h>
+
+#include "sqw/image.h"
+
+/* Exit codes, documented in the man pages. */
+enum {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_FAIL = 1,	/* packing failed: input, I/O, limits */
+	CLI_EXIT_USAGE = 2,	/* bad command line or option value */
+};
+
+struct cli_opts {
+	struct sqw_image_opts img;
+	char comp_spec[128];
+	uint32_t block_size;
+	int quiet, json, progress;	/* progress: -1 auto (stderr is a TTY) */
+};
+
+/* Defaults: zstd, 128 KiB, all CPUs, mkfs time SOURCE_DATE_EPOCH or now. */
+int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen);
+
+/*
+ * Set one writer option by its key ("comp", "block_size", "jobs", ...; the
+ * same keys the FUSE -o options use).  val is NULL for flags.  Returns 0,
+ * 1 if key is not a writer option, or -EINVAL with msg naming the problem.
+ */
+int cli_opt_set(struct cli_opts *o, const char *key, const char *val,
+		char *msg, size_t msglen);
+
+/* Resolve what depends on several options (the codec and block size). */
+int cli_opts_finish(struct cli_opts *o, char *msg, size_t msglen);
+
+/* Progress bar on stderr and the closing summary. */
+struct cli_report {
+	const struct cli_opts *o;
+	const char *image;
+	uint64_t total_bytes;
+	double start, last;
+	int shown;
+};
+
+void cli_report_start(struct cli_report *r, const struct cli_opts *o,
+		      const char *image, uint64_t total_bytes);
+void cli_report_progress(void *arg, const struct sqw_stats *st);
+void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
+			FILE *out);
+
+/* An image written beside its target and renamed over it when complete. */
+struct cli_publish {
+	char *target;
+	char *tmp;
+	int fd;
+};
+
+int cli_publish_open(struct cli_publish *p, const char *target);
+/* fsync, rename over the target, fsync the directory. */
+int cli_publish_commit(struct cli_publish *p);
+/* Remove the temporary file; safe to call twice. */
+void cli_publish_abort(struct cli_publish *p);
+
+double cli_now(void);
+int cli_parse_size(const char *s, uint64_t *out);
+
+#endif

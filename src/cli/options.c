@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Writer options by key, shared by sqfs-pack's flags and FUSE -o options. */
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_time(const char *s, int64_t *out)
+{
+	uint64_t v;
+
+	if (s && !strcmp(s, "now")) {
+		*out = (int64_t)time(NULL);
+		return 0;
+	}
+	if (s && *s == '@')
+		s++;
+	if (parse_u64(s, UINT32_MAX, &v))
+		return -EINVAL;
+	*out = (int64_t)v;
+	return 0;
+}
+
+static int parse_id(const char *s, int is_group, int64_t *out)
+{
+	uint64_t v;
+
+	if (!parse_u64(s, UINT32_MAX - 1, &v)) {
+		*out = (int64_t)v;
+		return 0;
+	}
+	if (!s)
+		return -EINVAL;
+	if (is_group) {
+		struct group *g = getgrnam(s);
+
+		if (!g)
+			return -EINVAL;
+		*out = g->gr_gid;
+	} else {
+		struct passwd *p = getpwnam(s);
+
+		if (!p)
+			return -EINVAL;
+		*out = p->pw_uid;
+	}
+	return 0;
+}
+
+int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	int64_t t;
+
+	memset(o, 0, sizeof(*o));
+	sqw_image_opts_init(&o->img);
+	o->block_size = 128 * 1024;
+	o->progress = -1;
+	snprintf(o->comp_spec, sizeof(o->comp_spec), "zstd");
+	o->img.mkfs_time = (uint32_t)time(NULL);
+	if (sde && *sde) {
+		if (parse_time(sde, &t) || !strcmp(sde, "now")) {
+			snprintf(msg, msglen, "SOURCE_DATE_EPOCH='%s' is not a number of seconds", sde);
+			return -EINVAL;
+		}
+		o->img.mkfs_time = (uint32_t)t;
+	}
+	return 0;
+}
+
+struct flag_opt {
+	const char *key;
+	unsigned flag;
+};
+
+static const struct flag_opt flags[] = {
+	{ "no_fragments", SQW_OPT_NO_FRAGMENTS },
+	{ "always_fragments", SQW_OPT_ALWAYS_FRAGMENTS },
+	{ "no_dedup", SQW_OPT_NO_DEDUP },
+	{ "no_duplicates", SQW_OPT_NO_DEDUP },
+	{ "no_exports", SQW_OPT_NO_EXPORTS },
+	{ "no_xattrs", SQW_OPT_NO_XATTRS },
+	{ "no_pad", SQW_OPT_NO_PAD },
+	{ "no_sparse", SQW_OPT_NO_SPARSE },
+	{ "all_root", SQW_OPT_ALL_ROOT },
+};
+
+#define BAD(...) do { snprintf(msg, msglen, __VA_ARGS__); return -EINVAL; } while (0)
+
+int cli_opt_set(struct cli_opts *o, const char *key, const char *val,
+		char *msg, size_t msglen)
+{
+	uint64_t v;
+	int64_t t;
+	size_t i;
+
+	for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		if (strcmp(key, flags[i].key))
+			continue;
+		if (val)
+			BAD("option '%s' takes no value", key);
+		o->img.flags |= flags[i].flag;
+		return 0;
+	}
+	if (!strcmp(key, "serial")) {
+		o->img.jobs = 0;
+		return 0;
+	}
+	if (!val)
+		val = "";
+	if (!strcmp(key, "comp")) {
+		if (!*val || strlen(val) >= sizeof(o->comp_spec))
+			BAD("comp: give a compressor as NAME[:LEVEL][,OPTION...]");
+		snprintf(o->comp_spec, sizeof(o->comp_spec), "%s", val);
+	} else if (!strcmp(key, "block_size")) {
+		if (cli_parse_size(val, &v) || v < 4096 || v > (1u << 20) ||
+		    (v & (v - 1)))
+			BAD("block_size '%s': must be a power of two from 4K to 1M", val);
+		o->block_size = (uint32_t)v;
+	} else if (!strcmp(key, "jobs")) {
+		if (parse_u64(val, 1024, &v) || v == 0)
+			BAD("jobs '%s': must be a number from 1 to 1024", val);
+		o->img.jobs = (unsigned)v;
+	} else if (!strcmp(key, "queue")) {
+		if (parse_u64(val, 1u << 20, &v) || v < 2)
+			BAD("queue '%s': must be a number of blocks, at least 2", val);
+		o->img.queue = (unsigned)v;
+	} else if (!strcmp(key, "mkfs_time")) {
+		if (parse_time(val, &t))
+			BAD("mkfs_time '%s': give seconds since 1970 (0..4294967295) or 'now'", val);
+		o->img.mkfs_time = (uint32_t)t;
+	} else if (!strcmp(key, "all_time")) {
+		if (parse_time(val, &t))
+			BAD("all_time '%s': give seconds since 1970 (0..4294967295) or 'now'", val);
+		o->img.all_time = t;
+	} else if (!strcmp(key, "force_uid")) {
+		if (parse_id(val, 0, &o->img.force_uid))
+			BAD("force_uid '%s': not a uid or user name", val);
+	} else if (!strcmp(key, "force_gid")) {
+		if (parse_id(val, 1, &o->img.force_gid))
+			BAD("force_gid '%s': not a gid or group name", val);
+	} else {
+		return 1;
+	}
+	return 0;
+}
+
+int cli_opts_finish(struct cli_opts *o, char *msg, size_t msglen)
+{
+	const char *err = NULL;
+	int ret;
+
+	if ((o->img.flags & SQW_OPT_NO_FRAGMENTS) &&
+	    (o->img.flags & SQW_OPT_ALWAYS_FRAGMENTS))
+		BAD("no_fragments and always_fragments cannot be combined");
+	ret = sqw_comp_config_parse(&o->img.comp, o->comp_spec, o->block_size, &err);
+	if (ret == -ENOTSUP)
+		BAD("comp '%s': %s", o->comp_spec, err ? err : "compressor not built in");
+	if (ret)
+		BAD("comp '%s': %s", o->comp_spec, err ? err : "invalid");
+	o->img.comp.block_size = o->block_size;
+	return 0;
+}

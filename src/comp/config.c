@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Compressor settings: defaults, spec parsing, options block. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "comp/internal.h"
+#include "util/util.h"
+
+#define LZ4HC_DEFAULT_LEVEL 9
+
+/* Messages that quote the user's input live here (one per thread). */
+static _Thread_local char msg_buf[112];
+
+struct tok {
+	const char *p;
+	size_t len;
+};
+
+static const char *const gzip_strategies[] = {
+	"default", "filtered", "huffman", "rle", "fixed",
+};
+static const char *const xz_bcj_names[] = {
+	"x86", "powerpc", "ia64", "arm", "armthumb", "sparc", "arm64", "riscv",
+};
+static const char *const lzo_algorithms[] = {
+	"lzo1x_1", "lzo1x_1_11", "lzo1x_1_12", "lzo1x_1_15", "lzo1x_999",
+};
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+__attribute__((format(printf, 1, 2)))
+static const char *fmt_msg(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg_buf, sizeof(msg_buf), fmt, ap);
+	va_end(ap);
+	return msg_buf;
+}
+
+/* Quote at most 40 bytes of a token in a message. */
+#define TOKQ(t) (int)((t)->len > 40 ? 40 : (t)->len), (t)->p
+
+static int tok_is(const struct tok *t, const char *s)
+{
+	return strlen(s) == t->len && memcmp(t->p, s, t->len) == 0;
+}
+
+/* Plain decimal only: no sign, no blanks, at most 9 digits. */
+static int tok_uint(const struct tok *t, uint32_t *v)
+{
+	size_t i;
+
+	if (t->len == 0 || t->len > 9)
+		return -1;
+	*v = 0;
+	for (i = 0; i < t->len; i++) {
+		if (t->p[i] < '0' || t->p[i] > '9')
+			return -1;
+		*v = *v * 10 + (uint32_t)(t->p[i] - '0');
+	}
+	return 0;
+}
+
+static int tok_find(const struct tok *t, const char *const *names, int n)
+{
+	int i;
+
+	for (i = 0; i < n && !tok_is(t, names[i]); i++)
+		;
+	return i < n ? i : -1;
+}
+
+/* "a+b+c" against a name table; bit i stands for names[i]. */
+static int tok_bits(const struct tok *t, const char *const *names, int n,
+		    uint32_t *bits, struct tok *bad)
+{
+	const char *p = t->p, *end = t->p + t->len;
+	int i;
+
+	for (*bits = 0;; p++) {	/* p++ skips the '+' */
+		bad->p = p;
+		for (bad->len = 0; p < end && *p != '+'; p++)
+			bad->len++;
+		i = tok_find(bad, names, n);
+		if (i < 0)
+			return -1;	/* also catches empty parts */
+		*bits |= 1u << i;
+		if (p == end)
+			return 0;
+	}
+}
+
+/* xz dict=SIZE: bytes, K/M (binary) suffix, or a percentage of block_size. */
+static int parse_dict(const struct tok *t, uint32_t block_size, uint32_t *out)
+{
+	struct tok num = *t;
+	uint64_t mul = 1, v;
+	uint32_t n;
+	char sfx = t->len ? t->p[t->len - 1] : 0;
+
+	if (sfx == 'K' || sfx == 'k' || sfx == 'M' || sfx == 'm' || sfx == '%')
+		num.len--;
+	if (tok_uint(&num, &n) || n == 0)
+		return -1;
+	if (sfx == 'K' || sfx == 'k')
+		mul = 1024;
+	else if (sfx == 'M' || sfx == 'm')
+		mul = 1024 * 1024;
+	v = sfx == '%' ? (uint64_t)block_size * n / 100 : n * mul;
+	if (v == 0)	/* 0 would silently mean "block size" */
+		return -1;
+	*out = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+	return 0;
+}
+
+int sqw_comp_config_init(sqw_comp_config_t *cfg, enum sqw_comp_id id,
+			 uint32_t block_size)
+{
+	if (!cfg || !sqw_comp_name(id))
+		return -EINVAL;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->id = id;
+	cfg->block_size = block_size;
+	if (id == SQW_COMP_GZIP) {
+		cfg->level = 9;
+		cfg->opt.gzip.window = 15;
+		cfg->opt.gzip.strategies = SQW_GZIP_DEFAULT;
+	} else if (id == SQW_COMP_XZ || id == SQW_COMP_LZMA) {
+		cfg->level = 6;	/* dict 0 = block size, no BCJ */
+	} else if (id == SQW_COMP_LZO) {
+		cfg->level = 8;
+		cfg->opt.lzo.algorithm = SQW_LZO1X_999;
+	} else if (id == SQW_COMP_ZSTD) {
+		cfg->level = 15;
+	}	/* lz4: fast mode, everything 0 */
+	return sqw_comp_available(id) ? 0 : -ENOTSUP;
+}
+
+#define FAIL(msg_) do { *msg = (msg_); return -EINVAL; } while (0)
+
+/* Which keys each codec knows, and whether they take "=VALUE". */
+static const struct {
+	enum sqw_comp_id id;
+	const char *key;
+	int has_value;
+} codec_keys[] = {
+	{ SQW_COMP_GZIP, "window", 1 },
+	{ SQW_COMP_GZIP, "strategy", 1 },
+	{ SQW_COMP_XZ, "extreme", 0 },
+	{ SQW_COMP_XZ, "dict", 1 },
+	{ SQW_COMP_XZ, "bcj", 1 },
+	{ SQW_COMP_LZMA, "extreme", 0 },
+	{ SQW_COMP_LZ4, "hc", 0 },
+	{ SQW_COMP_LZO, "algorithm", 1 },
+};
+
+static int apply_key(sqw_comp_config_t *c, const char *name,
+		     const struct tok *k, const struct tok *v, const char **msg)
+{
+	struct tok bad;
+	uint32_t n;
+	int i;
+
+	for (i = 0; i < NELEM(codec_keys); i++) {
+		if (codec_keys[i].id == c->id && tok_is(k, codec_keys[i].key))
+			break;
+	}
+	if (i == NELEM(codec_keys))
+		FAIL(fmt_msg("unknown %s option '%.*s'", name, TOKQ(k)));
+	if (codec_keys[i].has_value && !v)
+		FAIL(fmt_msg("%s option '%.*s' needs a value", name, TOKQ(k)));
+	if (!codec_keys[i].has_value && v)
+		FAIL(fmt_msg("%s option '%.*s' takes no value", name, TOKQ(k)));
+
+	if (tok_is(k, "window")) {
+		if (tok_uint(v, &n))
+			FAIL(fmt_msg("bad gzip window '%.*s'", TOKQ(v)));
+		c->opt.gzip.window = n > 100 ? 100 : (uint16_t)n;
+	} else if (tok_is(k, "strategy")) {
+		if (tok_bits(v, gzip_strategies, NELEM(gzip_strategies), &n, &bad))
+			FAIL(fmt_msg("unknown gzip strategy '%.*s'", TOKQ(&bad)));
+		c->opt.gzip.strategies = (uint16_t)n;
+	} else if (tok_is(k, "extreme")) {
+		c->opt.xz.extreme = 1;
+	} else if (tok_is(k, "dict")) {
+		if (parse_dict(v, c->block_size, &c->opt.xz.dict_size))
+			FAIL(fmt_msg("bad xz dict size '%.*s'", TOKQ(v)));
+	} else if (tok_is(k, "bcj")) {
+		if (tok_bits(v, xz_bcj_names, NELEM(xz_bcj_names), &n, &bad))
+			FAIL(fmt_msg("unknown xz bcj filter '%.*s'", TOKQ(&bad)));
+		c->opt.xz.filters = n;
+	} else if (tok_is(k, "hc")) {
+		c->opt.lz4.hc = 1;
+		if (c->level == 0)
+			c->level = LZ4HC_DEFAULT_LEVEL;
+	} else {	/* algorithm */
+		c->opt.lzo.algorithm = tok_find(v, lzo_algorithms,
+						NELEM(lzo_algorithms));
+		if (c->opt.lzo.algorithm < 0)
+			FAIL(fmt_msg("unknown lzo algorithm '%.*s'", TOKQ(v)));
+	}
+	return 0;
+}
+
+int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
+			  uint32_t block_size, const char **msg)
+{
+	sqw_comp_config_t tmp;
+	struct tok t, v, *vp;
+	const char *p = spec, *name, *dummy;
+	char nbuf[8] = "";
+	int id, ret, have_level = 0;
+	uint32_t n;
+
+	if (!msg)
+		msg = &dummy;
+	if (!cfg || !spec)
+		FAIL("no compressor given");
+	t.p = p;
+	p += t.len = strcspn(p, ":,");
+	if (t.len < sizeof(nbuf))
+		memcpy(nbuf, t.p, t.len);
+	id = sqw_comp_id_from_name(nbuf);
+	if (id < 0)
+		FAIL(fmt_msg("unknown compressor '%.*s'", TOKQ(&t)));
+	name = sqw_comp_name(id);
+	ret = sqw_comp_config_init(&tmp, id, block_size ? block_size : cfg->block_size);
+	if (ret) {
+		*msg = fmt_msg("compressor '%s' is not built in", name);
+		return ret;
+	}
+	if (*p == ':') {
+		t.p = ++p;
+		p += t.len = strcspn(p, ",");
+		have_level = 1;
+		if (id == SQW_COMP_LZ4 && tok_is(&t, "hc")) {
+			tmp.opt.lz4.hc = 1;
+			tmp.level = LZ4HC_DEFAULT_LEVEL;
+		} else if (tok_uint(&t, &n)) {
+			FAIL(fmt_msg("bad %s level '%.*s'", name, TOKQ(&t)));
+		} else {
+			/* Ranges are checked by sqw_comp_config_check(). */
+			tmp.level = n > 1000 ? 1000 : (int)n;
+			if (id == SQW_COMP_LZ4)
+				tmp.opt.lz4.hc = 1;	/* lz4:N means HC */
+		}
+	}
+	while (*p == ',') {
+		t.p = ++p;
+		p += t.len = strcspn(p, ",=");
+		vp = NULL;
+		if (*p == '=') {
+			v.p = ++p;
+			p += v.len = strcspn(p, ",");
+			vp = &v;
+		}
+		if (apply_key(&tmp, name, &t, vp, msg))
+			return -EINVAL;
+	}
+	if (*p)	/* cannot happen with the splitting above; be safe */
+		FAIL("trailing garbage");
+	if (id == SQW_COMP_LZO && tmp.opt.lzo.algorithm != SQW_LZO1X_999) {
+		if (have_level)
+			FAIL("an lzo level needs algorithm lzo1x_999");
+		tmp.level = 0;	/* stored as 0 for the fast algorithms */
+	}
+	ret = sqw_comp_config_check(&tmp, msg);
+	if (ret)
+		return ret;
+	*cfg = tmp;
+	return 0;
+}
+
+size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf)
+{
+	uint32_t dict;
+
+	switch (cfg->id) {
+	case SQW_COMP_GZIP:
+		if (cfg->level == 9 && cfg->opt.gzip.window == 15 &&
+		    (cfg->opt.gzip.strategies == 0 ||
+		     cfg->opt.gzip.strategies == SQW_GZIP_DEFAULT))
+			return 0;
+		put_le32(buf, (uint32_t)cfg->level);
+		put_le16(buf + 4, cfg->opt.gzip.window);
+		put_le16(buf + 6, cfg->opt.gzip.strategies);
+		return 8;
+	case SQW_COMP_XZ:
+		dict = cfg->opt.xz.dict_size ? cfg->opt.xz.dict_size : cfg->block_size;
+		if (dict == cfg->block_size && cfg->opt.xz.filters == 0)
+			return 0;
+		put_le32(buf, dict);
+		put_le32(buf + 4, cfg->opt.xz.filters);
+		return 8;
+	case SQW_COMP_LZ4:
+		/* Mandatory for the kernel: version 1 (legacy), flags. */
+		put_le32(buf, 1);
+		put_le32(buf + 4, cfg->opt.lz4.hc ? 1 : 0);
+		return 8;
+	case SQW_COMP_LZO:
+		if (cfg->opt.lzo.algorithm == SQW_LZO1X_999 && cfg->level == 8)
+			return 0;
+		put_le32(buf, (uint32_t)cfg->opt.lzo.algorithm);
+		put_le32(buf + 4, cfg->opt.lzo.algorithm == SQW_LZO1X_999 ?
+			 (uint32_t)cfg->level : 0);
+		return 8;
+	case SQW_COMP_ZSTD:
+		if (cfg->level == 15)
+			return 0;
+		put_le32(buf, (uint32_t)cfg->level);
+		return 4;
+	case SQW_COMP_LZMA:
+		break;
+	}
+	return 0;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Filling a tree from a directory or a tar stream (sqfs-pack's inputs). */
+#ifndef SQW_PACK_H
+#define SQW_PACK_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "sqw/image.h"
+
+/* Messages for the user: where and why, printed by the front end. */
+struct pack_err {
+	char path[4200];
+	const char *what;
+	int code;		/* negative errno, or -EBADMSG for bad input */
+	char detail[256];
+};
+
+/* --- directory input --- */
+struct dir_source {
+	int rootfd;
+	char *root;		/* as given */
+	dev_t skip_dev;		/* the output image, if it lies inside */
+	ino_t skip_ino;
+	int warned_xattr;
+	FILE *warn;		/* warnings, or NULL */
+};
+
+extern const struct sqw_source_ops dir_source_ops;
+
+int dir_source_open(struct dir_source *ds, const char *root, FILE *warn);
+void dir_source_close(struct dir_source *ds);
+/* Scan ds->root into tree: metadata now, data later through the ops. */
+int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
+	     struct pack_err *err);
+
+/* --- tar input: data is spooled so the image can take canonical order --- */
+struct spool;
+
+extern const struct sqw_source_ops spool_source_ops;
+
+struct spool *spool_create(const char *dir, int *err);
+void spool_destroy(struct spool *sp);
+
+/*
+ * Read a tar archive (any compression libarchive knows) from fd into tree,
+ * file data into sp.  default_mtime is used for directories the archive
+ * implies but does not list.
+ */
+int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
+	     int64_t default_mtime, FILE *warn, struct pack_err *err);
+
+#endif

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Tar input through libarchive: ustar, GNU and pax (long names, xattrs,
+ * hard links, sparse files), compressed with anything libarchive reads.
+ * The archive is untrusted: names are checked, nothing is written outside
+ * the tree, and every failure names the entry.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pack/spool.h"
+
+struct tar_ctx {
+	sqw_tree_t *tree;
+	struct spool *sp;
+	struct pack_err *err;
+	FILE *warn;
+	int keep_xattrs, warned_xattr, warned_abs;
+	struct sqw_attr dir_attr;
+};
+
+static int fail(struct tar_ctx *c, int code, const char *what, const char *path)
+{
+	c->err->code = code;
+	c->err->what = what;
+	snprintf(c->err->path, sizeof(c->err->path), "%s", path ? path : "");
+	return code;
+}
+
+/* Names are relative to the image root: strip "/" and "./", refuse "..". */
+static const char *clean_path(struct tar_ctx *c, const char *p)
+{
+	const char *s = p;
+
+	while (*s == '/' || (s[0] == '.' && s[1] == '/')) {
+		if (*s == '/' && c->warn && !c->warned_abs++)
+			fprintf(c->warn, "warning: removing leading '/' from member names\n");
+		s += *s == '/' ? 1 : 2;
+	}
+	return s;
+}
+
+static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
+		      sqw_node_t *n, const char *path)
+{
+	const char *name;
+	const void *val;
+	size_t size;
+	int ret;
+
+	if (!c->keep_xattrs)
+		return 0;
+	archive_entry_xattr_reset(e);
+	while (archive_entry_xattr_next(e, &name, &val, &size) == ARCHIVE_OK) {
+		ret = sqw_node_set_xattr(c->tree, n, name, val, size);
+		if (ret == -ENOTSUP) {
+			if (c->warn && !c->warned_xattr++)
+				fprintf(c->warn, "warning: %s: xattr '%s' cannot be stored in SquashFS; skipped\n",
+					path, name);
+			continue;
+		}
+		if (ret)
+			return fail(c, ret, "storing xattrs", path);
+	}
+	return 0;
+}
+
+static int read_data(struct tar_ctx *c, struct archive *a,
+		     struct spool_file *f, const char *path)
+{
+	const void *buf;
+	size_t size;
+	la_int64_t off;
+	int r, ret;
+
+	for (;;) {
+		r = archive_read_data_block(a, &buf, &size, &off);
+		if (r == ARCHIVE_EOF)
+			return 0;
+		if (r < ARCHIVE_WARN) {
+			snprintf(c->err->detail, sizeof(c->err->detail), "%s",
+				 archive_error_string(a) ? archive_error_string(a) : "");
+			return fail(c, -EBADMSG, "reading archive data", path);
+		}
+		if (off < 0 || (uint64_t)off + size > f->size)
+			return fail(c, -EBADMSG, "data beyond the member's size", path);
+		ret = spool_file_append(c->sp, f, (uint64_t)off, buf, size);
+		if (ret)
+			return fail(c, ret, "writing the spool", path);
+	}
+}
+
+/* Make room for the entry at dir/name; a directory over a directory stays. */
+static int replace(struct tar_ctx *c, sqw_node_t *dir, const char *name,
+		   size_t len, mode_t mode, sqw_node_t **keep)
+{
+	sqw_node_t *old = sqw_tree_lookup(c->tree, dir, name, len);
+	struct sqw_attr oa;
+
+	*keep = NULL;
+	if (!old)
+		return 0;
+	sqw_node_get_attr(old, &oa);
+	if (S_ISDIR(oa.mode) && S_ISDIR(mode)) {
+		*keep = old;
+		return 0;
+	}
+	return sqw_tree_remove(c->tree, dir, name, len);
+}
+
+static int add_entry(struct tar_ctx *c, struct archive *a,
+		     struct archive_entry *e)
+{
+	const char *raw = archive_entry_pathname(e), *path, *name, *link;
+	struct sqw_attr at = {
+		.mode = archive_entry_mode(e),
+		.uid = (uint32_t)archive_entry_uid(e),
+		.gid = (uint32_t)archive_entry_gid(e),
+		.mtime = archive_entry_mtime(e),
+		.rdev = archive_entry_rdev(e),
+	};
+	sqw_node_t *dir, *n = NULL;
+	size_t len;
+	int ret;
+
+	if (!raw)
+		return fail(c, -EBADMSG, "member without a name", "");
+	path = clean_path(c, raw);
+	ret = sqw_tree_walk(c->tree, path, 1, &c->dir_attr, &dir, &name, &len);
+	if (ret)
+		return fail(c, ret, ret == -EINVAL ? "unsafe member name ('..')" :
+			    ret == -ENOTDIR ? "a parent is not a directory" :
+			    "bad member name", raw);
+	link = archive_entry_hardlink(e);
+	if (link) {
+		sqw_node_t *ldir, *target;
+		const char *lname;
+		size_t llen;
+
+		ret = sqw_tree_walk(c->tree, clean_path(c, link), 0, NULL, &ldir,
+				    &lname, &llen);
+		target = ret ? NULL : llen ? sqw_tree_lookup(c->tree, ldir, lname, llen) : ldir;
+		if (!target)
+			return fail(c, -EBADMSG, "hard link to a missing member", raw);
+		if (len == 0)
+			return fail(c, -EBADMSG, "hard link named like the root", raw);
+		if (target == sqw_tree_lookup(c->tree, dir, name, len))
+			return 0;
+		ret = replace(c, dir, name, len, S_IFREG, &n);
+		if (!ret)
+			ret = sqw_tree_link(c->tree, dir, name, len, target);
+		return ret ? fail(c, ret, "adding a hard link", raw) : 0;
+	}
+	if (len == 0) {
+		/* "./" itself: the root's attributes. */
+		if (!S_ISDIR(at.mode))
+			return fail(c, -EBADMSG, "the root is not a directory", raw);
+		sqw_node_set_attr(sqw_tree_root(c->tree), &at);
+		return add_xattrs(c, e, sqw_tree_root(c->tree), raw);
+	}
+	switch (at.mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK:
+	case S_IFIFO: case S_IFSOCK:
+		break;
+	default:
+		return fail(c, -EBADMSG, "unknown member type", raw);
+	}
+	ret = replace(c, dir, name, len, at.mode, &n);
+	if (ret)
+		return fail(c, ret, "replacing an earlier member", raw);
+	if (n) {
+		sqw_node_set_attr(n, &at);	/* directory listed again */
+	} else {
+		if (S_ISREG(at.mode)) {
+			if (archive_entry_size(e) < 0)
+				return fail(c, -EBADMSG, "negative size", raw);
+			at.size = (uint64_t)archive_entry_size(e);
+		}
+		ret = sqw_tree_add(c->tree, dir, name, len, &at,
+				   S_ISLNK(at.mode) ? archive_entry_symlink(e) : NULL,
+				   &n);
+		if (ret)
+			return fail(c, ret, ret == -ENAMETOOLONG ?
+				    "name or symlink target too long" : "adding",
+				    raw);
+	}
+	if (S_ISREG(at.mode)) {
+		struct spool_file *f = calloc(1, sizeof(*f));
+
+		if (!f)
+			return fail(c, -ENOMEM, "allocating", raw);
+		f->sp = c->sp;
+		f->size = at.size;
+		sqw_node_set_source(n, f);
+		ret = read_data(c, a, f, raw);
+		if (ret)
+			return ret;
+	}
+	return add_xattrs(c, e, n, raw);
+}
+
+int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
+	     int64_t default_mtime, FILE *warn, struct pack_err *err)
+{
+	struct tar_ctx c = {
+		.tree = tree, .sp = sp, .err = err, .warn = warn,
+		.keep_xattrs = keep_xattrs,
+		.dir_attr = { .mode = S_IFDIR | 0755, .mtime = default_mtime },
+	};
+	struct archive *a = archive_read_new();
+	struct archive_entry *e;
+	int r, ret = 0;
+
+	if (!a)
+		return fail(&c, -ENOMEM, "allocating", "");
+	sqw_tree_set_source_free(tree, spool_file_free);
+	sqw_node_set_attr(sqw_tree_root(tree), &c.dir_attr);
+	archive_read_support_filter_all(a);
+	archive_read_support_format_tar(a);
+	archive_read_support_format_gnutar(a);
+	if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) {
+		snprintf(err->detail, sizeof(err->detail), "%s",
+			 archive_error_string(a) ? archive_error_string(a) : "");
+		ret = fail(&c, -EBADMSG, "not a tar archive", "");
+		goto out;
+	}
+	for (;;) {
+		r = archive_read_next_header(a, &e);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r == ARCHIVE_WARN && warn)
+			fprintf(warn, "warning: %s: %s\n",
+				archive_entry_pathname(e) ? archive_entry_pathname(e) : "?",
+				archive_error_string(a));
+		if (r < ARCHIVE_WARN) {
+			snprintf(err->detail, sizeof(err->detail), "%s",
+				 archive_error_string(a) ? archive_error_string(a) : "");
+			ret = fail(&c, -EBADMSG, "malformed archive", "");
+			goto out;
+		}
+		ret = add_entry(&c, a, e);
+		if (ret)
+			goto out;
+	}
+	ret = spool_flush(sp);
+	if (ret)
+		fail(&c, ret, "writing the spool", "");
+out:
+	archive_read_free(a);
+	return ret;
+}

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Scanning a source directory into the tree (metadata only). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "pack/pack.h"
+#include "util/u64map.h"
+#include "util/util.h"
+
+struct scan {
+	struct dir_source *ds;
+	sqw_tree_t *tree;
+	int keep_xattrs;
+	struct pack_err *err;
+	struct u64map links;	/* (dev, ino) hash -> index in link_ids */
+	struct link_id {
+		dev_t dev;
+		ino_t ino;
+		sqw_node_t *node;
+	} *link_ids;
+	size_t nlink_ids, link_cap;
+	struct buf path;	/* relative path of the current entry */
+	char *xbuf;
+	size_t xcap;
+};
+
+static int fail(struct scan *s, int code, const char *what)
+{
+	struct pack_err *e = s->err;
+
+	e->code = code;
+	e->what = what;
+	snprintf(e->path, sizeof(e->path), "%s/%.*s", s->ds->root,
+		 (int)s->path.len, (const char *)s->path.data);
+	return code;
+}
+
+int dir_source_open(struct dir_source *ds, const char *root, FILE *warn)
+{
+	memset(ds, 0, sizeof(*ds));
+	ds->warn = warn;
+	ds->root = strdup(root);
+	if (!ds->root)
+		return -ENOMEM;
+	ds->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ds->rootfd < 0) {
+		int e = -errno;
+
+		free(ds->root);
+		return e;
+	}
+	return 0;
+}
+
+void dir_source_close(struct dir_source *ds)
+{
+	if (ds->rootfd >= 0)
+		close(ds->rootfd);
+	free(ds->root);
+	ds->root = NULL;
+}
+
+static struct sqw_attr attr_of(const struct stat *st)
+{
+	struct sqw_attr a = {
+		.mode = st->st_mode, .uid = st->st_uid, .gid = st->st_gid,
+		.mtime = st->st_mtime, .size = (uint64_t)st->st_size,
+		.rdev = st->st_rdev,
+	};
+	return a;
+}
+
+/* Extended attributes through /proc/self/fd paths keeps names short. */
+static int read_xattrs(struct scan *s, int dirfd, const char *name,
+		       sqw_node_t *n)
+{
+	char p[64 + 256 + 2];
+	ssize_t len, vlen;
+	char *k;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dirfd, name);
+	len = llistxattr(p, NULL, 0);
+	if (len <= 0)
+		return (len < 0 && errno != ENOTSUP) ? fail(s, -errno, "listing xattrs") : 0;
+	if (array_reserve((void **)&s->xbuf, &s->xcap, (size_t)len + 65536 + 1, 1))
+		return fail(s, -ENOMEM, "allocating");
+	len = llistxattr(p, s->xbuf, (size_t)len);
+	if (len < 0)
+		return fail(s, -errno, "listing xattrs");
+	for (k = s->xbuf; k < s->xbuf + len; k += strlen(k) + 1) {
+		char *val = s->xbuf + len;
+		int ret;
+
+		vlen = lgetxattr(p, k, val, 65536);
+		if (vlen < 0)
+			return fail(s, -errno, "reading xattrs");
+		ret = sqw_node_set_xattr(s->tree, n, k, val, (size_t)vlen);
+		if (ret == -ENOTSUP) {
+			if (s->ds->warn && !s->ds->warned_xattr++)
+				fprintf(s->ds->warn,
+					"warning: %s/%.*s: xattr '%s' cannot be stored in SquashFS (only user., trusted., security.); skipped\n",
+					s->ds->root, (int)s->path.len,
+					(char *)s->path.data, k);
+			continue;
+		}
+		if (ret)
+			return fail(s, ret, "storing xattrs");
+	}
+	return 0;
+}
+
+static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir);
+
+static uint64_t link_key(const struct stat *st, unsigned probe)
+{
+	return ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ull ^
+		(uint64_t)st->st_ino ^ (uint64_t)probe * 0xC2B2AE3D27D4EB4Full) | 1;
+}
+
+/* The node already made for this (dev, ino), if any. */
+static sqw_node_t *link_find(struct scan *s, const struct stat *st)
+{
+	unsigned probe;
+
+	for (probe = 0;; probe++) {
+		uint64_t *v = u64map_find(&s->links, link_key(st, probe));
+		const struct link_id *l;
+
+		if (!v)
+			return NULL;
+		l = &s->link_ids[*v];
+		if (l->dev == st->st_dev && l->ino == st->st_ino)
+			return l->node;
+	}
+}
+
+static int link_add(struct scan *s, const struct stat *st, sqw_node_t *n)
+{
+	unsigned probe;
+	int isnew;
+
+	if (array_reserve((void **)&s->link_ids, &s->link_cap, s->nlink_ids + 1,
+			  sizeof(*s->link_ids)))
+		return -ENOMEM;
+	for (probe = 0;; probe++) {
+		uint64_t *v = u64map_get(&s->links, link_key(st, probe), &isnew);
+
+		if (!v)
+			return -ENOMEM;
+		if (isnew) {
+			*v = s->nlink_ids;
+			break;
+		}
+	}
+	s->link_ids[s->nlink_ids].dev = st->st_dev;
+	s->link_ids[s->nlink_ids].ino = st->st_ino;
+	s->link_ids[s->nlink_ids++].node = n;
+	return 0;
+}
+
+static int scan_entry(struct scan *s, int dirfd, const char *name,
+		      sqw_node_t *dir)
+{
+	size_t nlen = strlen(name), base = s->path.len;
+	struct sqw_attr a;
+	struct stat st;
+	sqw_node_t *n = NULL;
+	char target[SQW_SYMLINK_MAX + 2];
+	int ret = 0;
+
+	if (base && buf_append(&s->path, "/", 1))
+		return fail(s, -ENOMEM, "allocating");
+	if (buf_append(&s->path, name, nlen + 1))
+		return fail(s, -ENOMEM, "allocating");
+	s->path.len--;	/* keep the NUL out of the length */
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
+		ret = fail(s, -errno, "stat");
+		goto out;
+	}
+	if (st.st_dev == s->ds->skip_dev && st.st_ino == s->ds->skip_ino)
+		goto out;	/* the image being written */
+	a = attr_of(&st);
+	if (nlen > SQW_NAME_MAX) {
+		ret = fail(s, -ENAMETOOLONG, "name longer than 256 bytes");
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		sqw_node_t *m = link_find(s, &st);
+
+		if (m) {
+			ret = sqw_tree_link(s->tree, dir, name, nlen, m);
+			if (ret)
+				fail(s, ret, "adding a hard link");
+			goto out;
+		}
+	}
+	if (S_ISLNK(st.st_mode)) {
+		ssize_t l = readlinkat(dirfd, name, target, sizeof(target));
+
+		if (l < 0) {
+			ret = fail(s, -errno, "readlink");
+			goto out;
+		}
+		if (l > SQW_SYMLINK_MAX) {
+			ret = fail(s, -ENAMETOOLONG, "symlink target longer than 4095 bytes");
+			goto out;
+		}
+		target[l] = '\0';
+	}
+	ret = sqw_tree_add(s->tree, dir, name, nlen, &a,
+			   S_ISLNK(st.st_mode) ? target : NULL, &n);
+	if (ret) {
+		ret = fail(s, ret, "adding");
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1 && link_add(s, &st, n)) {
+		ret = fail(s, -ENOMEM, "allocating");
+		goto out;
+	}
+	if (S_ISREG(st.st_mode)) {
+		char *rel = strndup((char *)s->path.data, s->path.len);
+
+		if (!rel) {
+			ret = fail(s, -ENOMEM, "allocating");
+			goto out;
+		}
+		sqw_node_set_source(n, rel);
+	}
+	if (s->keep_xattrs) {
+		ret = read_xattrs(s, dirfd, name, n);
+		if (ret)
+			goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd < 0) {
+			ret = fail(s, -errno, "opening directory");
+			goto out;
+		}
+		ret = scan_dir(s, fd, n);
+		close(fd);
+	}
+out:
+	s->path.len = base;
+	return ret;
+}
+
+static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
+{
+	struct buf names = { 0 };
+	struct dirent *de;
+	size_t off;
+	DIR *d;
+	int fd, ret = 0;
+
+	/* Read all names first so only one fd per level stays open. */
+	fd = dup(dirfd);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return fail(s, -errno, "opening directory");
+	}
+	errno = 0;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (buf_append(&names, de->d_name, strlen(de->d_name) + 1)) {
+			ret = fail(s, -ENOMEM, "allocating");
+			break;
+		}
+	}
+	if (!ret && errno)
+		ret = fail(s, -errno, "reading directory");
+	closedir(d);
+	for (off = 0; !ret && off < names.len; off += strlen((char *)names.data + off) + 1)
+		ret = scan_entry(s, dirfd, (char *)names.data + off, dir);
+	buf_free(&names);
+	return ret;
+}
+
+int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
+	     struct pack_err *err)
+{
+	struct scan s = { .ds = ds, .tree = tree, .keep_xattrs = keep_xattrs,
+			  .err = err };
+	struct stat st;
+	struct sqw_attr a;
+	int ret;
+
+	if (fstat(ds->rootfd, &st))
+		return fail(&s, -errno, "stat");
+	a = attr_of(&st);
+	sqw_node_set_attr(sqw_tree_root(tree), &a);
+	ret = keep_xattrs ? read_xattrs(&s, ds->rootfd, ".", sqw_tree_root(tree)) : 0;
+	if (!ret)
+		ret = scan_dir(&s, ds->rootfd, sqw_tree_root(tree));
+	u64map_free(&s.links);
+	free(s.link_ids);
+	buf_free(&s.path);
+	free(s.xbuf);
+	return ret;
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The spool: tar file data appended to one unnamed temporary file, so the
+ * image can lay files out in canonical order whatever the archive order.
+ * Each file is a list of extents; what no extent covers is a hole.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pack/spool.h"
+#include "util/util.h"
+
+#define SPOOL_BUF (1u << 20)
+
+struct spool *spool_create(const char *dir, int *err)
+{
+	struct spool *sp = calloc(1, sizeof(*sp));
+
+	if (!sp) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (sp->fd < 0) {
+		char tmpl[4200];
+
+		/* Filesystems without O_TMPFILE: create and unlink at once. */
+		snprintf(tmpl, sizeof(tmpl), "%s/.sqfs-spool-XXXXXX", dir);
+		sp->fd = mkostemp(tmpl, O_CLOEXEC);
+		if (sp->fd >= 0)
+			unlink(tmpl);
+	}
+	sp->buf = malloc(SPOOL_BUF);
+	if (sp->fd < 0 || !sp->buf) {
+		*err = sp->fd < 0 ? -errno : -ENOMEM;
+		spool_destroy(sp);
+		return NULL;
+	}
+	return sp;
+}
+
+void spool_destroy(struct spool *sp)
+{
+	if (!sp)
+		return;
+	if (sp->fd >= 0)
+		close(sp->fd);
+	free(sp->buf);
+	free(sp);
+}
+
+int spool_flush(struct spool *sp)
+{
+	int ret;
+
+	if (!sp->fill)
+		return 0;
+	ret = pwrite_all(sp->fd, sp->buf, sp->fill, sp->size - sp->fill);
+	sp->fill = 0;
+	return ret;
+}
+
+int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
+		      const void *data, size_t len)
+{
+	struct spool_extent *last = f->n ? &f->ext[f->n - 1] : NULL;
+	int ret;
+
+	if (len == 0)
+		return 0;
+	if (last && last->off + last->len == off &&
+	    last->pos + last->len == sp->size) {
+		last->len += len;
+	} else {
+		ret = array_reserve((void **)&f->ext, &f->cap, f->n + 1,
+				    sizeof(*f->ext));
+		if (ret)
+			return ret;
+		f->ext[f->n].off = off;
+		f->ext[f->n].pos = sp->size;
+		f->ext[f->n].len = len;
+		f->n++;
+	}
+	while (len) {
+		size_t n = SPOOL_BUF - sp->fill < len ? SPOOL_BUF - sp->fill : len;
+
+		memcpy(sp->buf + sp->fill, data, n);
+		sp->fill += n;
+		sp->size += n;
+		data = (const uint8_t *)data + n;
+		len -= n;
+		if (sp->fill == SPOOL_BUF) {
+			ret = spool_flush(sp);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+void spool_file_free(void *p)
+{
+	struct spool_file *f = p;
+
+	free(f->ext);
+	free(f);
+}
+
+static int sp_open(void *ctx, void *src, void **handle)
+{
+	(void)ctx;
+	*handle = src;
+	return 0;
+}
+
+static int sp_read(void *handle, uint64_t off, void *buf, size_t len)
+{
+	struct spool_file *f = handle;
+	uint8_t *p = buf;
+	size_t i;
+
+	memset(buf, 0, len);
+	for (i = 0; i < f->n; i++) {
+		const struct spool_extent *e = &f->ext[i];
+		uint64_t a = off > e->off ? off : e->off;
+		uint64_t b = off + len < e->off + e->len ? off + len : e->off + e->len;
+		int ret;
+
+		if (a >= b)
+			continue;
+		ret = pread_all(f->sp->fd, p + (a - off), (size_t)(b - a),
+				e->pos + (a - e->off));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int64_t sp_next_data(void *handle, uint64_t off)
+{
+	struct spool_file *f = handle;
+	uint64_t best = f->size > off ? f->size : off;
+	size_t i;
+
+	for (i = 0; i < f->n; i++) {
+		const struct spool_extent *e = &f->ext[i];
+
+		if (e->off + e->len > off) {
+			uint64_t d = e->off > off ? e->off : off;
+
+			if (d < best)
+				best = d;
+		}
+	}
+	return (int64_t)best;
+}
+
+static void sp_close(void *handle)
+{
+	(void)handle;
+}
+
+const struct sqw_source_ops spool_source_ops = {
+	.open = sp_open,
+	.read = sp_read,
+	.next_data = sp_next_data,
+	.close = sp_close,
+};

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+
+#include "pool/internal.h"
+#include "util/util.h"
+
+void bp_process(sqw_compressor_t *cmp, uint32_t block_size, struct bp_job *j)
+{
+	int ret;
+
+	j->err = 0;
+	if (j->allow_sparse == BP_KNOWN_HOLE ||
+	    (j->allow_sparse && is_zero(j->in, j->in_len))) {
+		j->result = NULL;
+		j->result_len = 0;
+		j->size_word = 0;
+		return;
+	}
+	ret = cmp->compress(cmp, j->in, j->in_len, j->out, block_size);
+	if (ret < 0) {
+		j->err = ret;
+		return;
+	}
+	if (ret == 0) {
+		/* Did not shrink: stored raw, flagged by bit 24. */
+		j->result = j->in;
+		j->result_len = j->in_len;
+		j->size_word = j->in_len | (1u << 24);
+	} else {
+		j->result = j->out;
+		j->result_len = (uint32_t)ret;
+		j->size_word = (uint32_t)ret;
+	}
+}
+
+int bp_common_init(struct bp *bp, unsigned queue, uint32_t block_size)
+{
+	unsigned i;
+
+	bp->block_size = block_size;
+	bp->njobs = queue;
+	bp->jobs = alloc_array(queue, sizeof(*bp->jobs));
+	if (!bp->jobs)
+		return -ENOMEM;
+	for (i = 0; i < queue; i++) {
+		struct bp_job *j = &bp->jobs[i];
+
+		j->in = malloc(block_size);
+		j->out = malloc(block_size);
+		if (!j->in || !j->out)
+			return -ENOMEM;
+		j->next = bp->free;
+		bp->free = j;
+	}
+	return 0;
+}
+
+void bp_common_cleanup(struct bp *bp)
+{
+	unsigned i;
+
+	if (!bp->jobs)
+		return;
+	for (i = 0; i < bp->njobs; i++) {
+		free(bp->jobs[i].in);
+		free(bp->jobs[i].out);
+	}
+	free(bp->jobs);
+	bp->jobs = NULL;
+}
+
+struct bp *bp_create(unsigned jobs, unsigned queue, const sqw_compressor_t *cmp,
+		     uint32_t block_size, int *err)
+{
+	if (queue < 2)
+		queue = 2;
+	if (jobs == 0)
+		return bp_serial_create(queue, cmp, block_size, err);
+	return bp_threaded_create(jobs, queue, cmp, block_size, err);
+}
+
+void bp_destroy(struct bp *bp)
+{
+	if (bp)
+		bp->impl->destroy(bp);
+}
+
+struct bp_job *bp_get_job(struct bp *bp)
+{
+	struct bp_job *j = bp->free;
+
+	if (j) {
+		bp->free = j->next;
+		j->next = NULL;
+		j->allow_sparse = 0;
+		j->in_len = 0;
+		j->kind = 0;
+		j->node = NULL;
+		j->index = 0;
+	}
+	return j;
+}
+
+void bp_submit(struct bp *bp, struct bp_job *job)
+{
+	job->seq = bp->next_seq++;
+	bp->impl->submit(bp, job);
+}
+
+struct bp_job *bp_dequeue(struct bp *bp)
+{
+	if (bp->next_out == bp->next_seq)
+		return NULL;
+	return bp->impl->dequeue(bp);
+}
+
+void bp_release(struct bp *bp, struct bp_job *job)
+{
+	job->next = bp->free;
+	bp->free = job;
+}

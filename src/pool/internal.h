@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef SQW_BP_INTERNAL_H
+#define SQW_BP_INTERNAL_H
+
+#include "pool/bp.h"
+
+struct bp_impl {
+	void (*submit)(struct bp *bp, struct bp_job *job);
+	struct bp_job *(*dequeue)(struct bp *bp);
+	void (*destroy)(struct bp *bp);
+};
+
+struct bp {
+	const struct bp_impl *impl;
+	uint32_t block_size;
+	struct bp_job *jobs;	/* all jobs, one allocation */
+	unsigned njobs;
+	struct bp_job *free;	/* touched by the caller's thread only */
+	uint64_t next_seq;	/* next sequence number to hand out */
+	uint64_t next_out;	/* next sequence number to dequeue */
+};
+
+int bp_common_init(struct bp *bp, unsigned queue, uint32_t block_size);
+void bp_common_cleanup(struct bp *bp);
+
+struct bp *bp_serial_create(unsigned queue, const sqw_compressor_t *cmp,
+			    uint32_t block_size, int *err);
+struct bp *bp_threaded_create(unsigned jobs, unsigned queue,
+			      const sqw_compressor_t *cmp, uint32_t block_size,
+			      int *err);
+
+#endif

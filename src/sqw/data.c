@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The data pass: file contents in canonical order go through the block
+ * processor and land in the image in submission order.  Whole files and
+ * tails are deduplicated; only sizes shared by several files are hashed,
+ * and a hash match is confirmed byte for byte before sharing.
+ */
+#include <xxhash.h>
+
+#include "sqw/writer_i.h"
+
+static int src_open(struct writer *w, sqw_node_t *n, void **h)
+{
+	int ret = w->ops->open(w->src_ctx, n->src, h);
+
+	return ret ? writer_fail(w, ret, "opening", n) : 0;
+}
+
+static int src_read(struct writer *w, sqw_node_t *n, void *h, uint64_t off,
+		    void *buf, size_t len)
+{
+	int ret = w->ops->read(h, off, buf, len);
+
+	return ret ? writer_fail(w, ret, "reading", n) : 0;
+}
+
+static int file_uses_frag(const struct writer *w, uint64_t size)
+{
+	if (w->flags & SQW_OPT_NO_FRAGMENTS || size % w->bs == 0)
+		return 0;
+	return size < w->bs || (w->flags & SQW_OPT_ALWAYS_FRAGMENTS);
+}
+
+/* Hand one finished job to the image, in sequence order. */
+static int job_done(struct writer *w, struct bp_job *j)
+{
+	sqw_node_t *n = j->node;
+	int ret;
+
+	if (j->err)
+		return writer_fail(w, j->err, "compressing", n);
+	if (j->kind == JOB_FRAG) {
+		uint8_t *e = w->frag_table + 16 * j->index;
+
+		put_le64(e, w->out.pos);
+		put_le32(e + 8, j->size_word);
+		put_le32(e + 12, 0);
+	} else {
+		n->blocks[j->index] = j->size_word;
+		if (j->size_word == 0) {
+			n->sparse += j->in_len;
+			w->st->sparse_bytes += j->in_len;
+			return 0;
+		}
+		/* The first stored block fixes blocks_start; holes add 0. */
+		if (n->blocks_start == UINT64_MAX)
+			n->blocks_start = w->out.pos;
+	}
+	w->st->blocks++;
+	if (j->size_word & (1u << 24))
+		w->st->raw_blocks++;
+	w->st->bytes_data += j->result_len;
+	ret = outfile_append(&w->out, j->result, j->result_len);
+	return ret ? writer_fail(w, ret, "writing the image", NULL) : 0;
+}
+
+static int get_job(struct writer *w, struct bp_job **out)
+{
+	struct bp_job *j;
+	int ret;
+
+	while (!(j = bp_get_job(w->bp))) {
+		struct bp_job *d = bp_dequeue(w->bp);
+
+		ret = job_done(w, d);
+		bp_release(w->bp, d);
+		if (ret)
+			return ret;
+	}
+	*out = j;
+	return 0;
+}
+
+static int drain(struct writer *w)
+{
+	struct bp_job *d;
+	int ret = 0;
+
+	while ((d = bp_dequeue(w->bp))) {
+		if (!ret)
+			ret = job_done(w, d);
+		bp_release(w->bp, d);
+	}
+	return ret;
+}
+
+static int frag_submit(struct writer *w)
+{
+	if (w->frag) {
+		bp_submit(w->bp, w->frag);
+		w->frag = NULL;
+	}
+	return 0;
+}
+
+static int frag_start(struct writer *w)
+{
+	int ret = get_job(w, &w->frag);
+
+	if (ret)
+		return ret;
+	ret = array_reserve((void **)&w->frag_table, &w->frag_cap,
+			    (w->frag_count + 1) * 16, 1);
+	if (ret)
+		return writer_fail(w, ret, "allocating", NULL);
+	w->frag->kind = JOB_FRAG;
+	w->frag->index = (uint32_t)w->frag_count++;
+	w->frag->in_len = 0;
+	w->frag->allow_sparse = 0;
+	return 0;
+}
+
+/*
+ * Reading a file block by block, skipping what the source reports as a
+ * hole.  Hole or not must never change the image, only the work done.
+ */
+struct rd {
+	struct writer *w;
+	sqw_node_t *n;
+	void *h;
+	uint64_t probe;		/* offset of the last next_data() call */
+	uint64_t hole_end;	/* its answer: the next data byte */
+};
+
+/* 1: [off, off+len) is a hole and buf is untouched; 0: read; <0: error. */
+static int rd_block(struct rd *r, uint64_t off, size_t len, void *buf)
+{
+	struct writer *w = r->w;
+
+	if (w->ops->next_data) {
+		/* [probe, hole_end) is known to be a hole */
+		if (off < r->probe || r->hole_end <= off) {
+			int64_t d = w->ops->next_data(r->h, off);
+
+			if (d < 0)
+				return writer_fail(w, (int)d, "reading", r->n);
+			r->probe = off;
+			r->hole_end = (uint64_t)d;
+		}
+		if (r->hole_end >= off + len)
+			return 1;
+	}
+	return src_read(w, r->n, r->h, off, buf, len);
+}
+
+static int rd_open(struct writer *w, sqw_node_t *n, struct rd *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->w = w;
+	r->n = n;
+	return src_open(w, n, &r->h);
+}
+
+static void rd_close(struct rd *r)
+{
+	if (r->h)
+		r->w->ops->close(r->h);
+	r->h = NULL;
+}
+
+/* Compare the whole contents of two files of equal size. */
+static int files_equal(struct writer *w, sqw_node_t *a, sqw_node_t *b,
+		       int *equal)
+{
+	struct rd ra, rb;
+	uint64_t off;
+	int ret, ha, hb;
+
+	*equal = 0;
+	ret = rd_open(w, a, &ra);
+	if (ret)
+		return ret;
+	ret = rd_open(w, b, &rb);
+	if (ret)
+		goto out;
+	*equal = 1;
+	for (off = 0; off < a->a.size; off += w->bs) {
+		size_t n = a->a.size - off < w->bs ? (size_t)(a->a.size - off) : w->bs;
+
+		ret = ha = rd_block(&ra, off, n, w->rbuf);
+		if (ret >= 0)
+			ret = hb = rd_block(&rb, off, n, w->rbuf2);
+		if (ret < 0)
+			break;
+		ret = 0;
+		if (ha && hb)
+			continue;
+		if (ha)
+			memset(w->rbuf, 0, n);
+		if (hb)
+			memset(w->rbuf2, 0, n);
+		if (memcmp(w->rbuf, w->rbuf2, n)) {
+			*equal = 0;
+			break;
+		}
+	}
+out:
+	rd_close(&rb);
+	rd_close(&ra);
+	return ret;
+}
+
+/* Whole-file dedup: 1 if n now shares an earlier identical file's data. */
+static int file_dedup(struct writer *w, sqw_node_t *n, struct rd *r, int *dup)
+{
+	XXH3_state_t *st;
+	uint64_t off, key, *slot;
+	int isnew, ret = 0, equal;
+
+	*dup = 0;
+	if (w->flags & SQW_OPT_NO_DEDUP)
+		return 0;
+	slot = u64map_find(&w->size_count, n->a.size + 1);
+	if (!slot || *slot < 2)
+		return 0;
+	st = XXH3_createState();
+	if (!st)
+		return writer_fail(w, -ENOMEM, "allocating", n);
+	XXH3_64bits_reset_withSeed(st, n->a.size);
+	for (off = 0; off < n->a.size; off += w->bs) {
+		size_t len = n->a.size - off < w->bs ? (size_t)(n->a.size - off) : w->bs;
+
+		static const uint8_t zero_mark[8] = { 'z', 'e', 'r', 'o' };
+
+		ret = rd_block(r, off, len, w->rbuf);
+		if (ret < 0)
+			break;
+		/* A zero block hashes alike whether read or a hole. */
+		if (ret == 1 || is_zero(w->rbuf, len))
+			XXH3_64bits_update(st, zero_mark, sizeof(zero_mark));
+		else
+			XXH3_64bits_update(st, w->rbuf, len);
+		ret = 0;
+	}
+	key = XXH3_64bits_digest(st) | 1;
+	XXH3_freeState(st);
+	if (ret)
+		return ret;
+	slot = u64map_get(&w->file_hash, key, &isnew);
+	if (!slot)
+		return writer_fail(w, -ENOMEM, "allocating", n);
+	if (isnew) {
+		*slot = (uint64_t)(uintptr_t)n;
+		return 0;
+	}
+	{
+		sqw_node_t *m = (sqw_node_t *)(uintptr_t)*slot;
+
+		if (m->a.size != n->a.size)
+			return 0;
+		ret = files_equal(w, m, n, &equal);
+		if (ret || !equal)
+			return ret;
+		n->dup_of = m;
+		*dup = 1;
+		w->st->dedup_files++;
+		w->st->dedup_bytes += n->a.size;
+	}
+	return 0;
+}
+
+/* Put the tail of n into a fragment block, sharing an identical tail. */
+static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
+{
+	uint32_t len = (uint32_t)(n->a.size % w->bs);
+	uint64_t off = n->a.size - len, *slot;
+	int ret, isnew, equal;
+
+	if (!w->frag || w->frag->in_len + len > w->bs) {
+		ret = frag_submit(w);
+		if (!ret)
+			ret = frag_start(w);
+		if (ret)
+			return ret;
+	}
+	ret = rd_block(r, off, len, w->frag->in + w->frag->in_len);
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		memset(w->frag->in + w->frag->in_len, 0, len);
+	slot = u64map_find(&w->tail_count, len + 1);
+	if (!(w->flags & SQW_OPT_NO_DEDUP) && slot && *slot > 1) {
+		uint64_t key = XXH3_64bits_withSeed(w->frag->in + w->frag->in_len,
+						    len, len) | 1;
+
+		slot = u64map_get(&w->tail_hash, key, &isnew);
+		if (!slot)
+			return writer_fail(w, -ENOMEM, "allocating", n);
+		if (!isnew) {
+			sqw_node_t *m = (sqw_node_t *)(uintptr_t)*slot;
+			uint32_t mlen = (uint32_t)(m->a.size % w->bs);
+
+			/* The tail is still in the buffer; compare with m's. */
+			if (mlen == len) {
+				struct rd rm;
+
+				ret = rd_open(w, m, &rm);
+				if (!ret)
+					ret = rd_block(&rm, m->a.size - len, len, w->rbuf);
+				rd_close(&rm);
+				if (ret < 0)
+					return ret;
+				if (ret == 1)
+					memset(w->rbuf, 0, len);
+				equal = !memcmp(w->rbuf, w->frag->in + w->frag->in_len, len);
+				if (equal) {
+					n->frag_index = m->frag_index;
+					n->frag_offset = m->frag_offset;
+					w->st->dedup_tails++;
+					return 0;
+				}
+			}
+		} else {
+			*slot = (uint64_t)(uintptr_t)n;
+		}
+	}
+	n->frag_index = w->frag->index;
+	n->frag_offset = w->frag->in_len;
+	w->frag->in_len += len;
+	return 0;
+}
+
+static int file_blocks(struct writer *w, sqw_node_t *n, struct rd *r)
+{
+	uint64_t size = n->a.size, off = 0;
+	uint32_t b;
+	int ret;
+
+	for (b = 0; b < n->nblocks; b++, off += w->bs) {
+		size_t len = size - off < w->bs ? (size_t)(size - off) : w->bs;
+		struct bp_job *j;
+
+		ret = get_job(w, &j);
+		if (ret)
+			return ret;
+		j->kind = JOB_DATA;
+		j->node = n;
+		j->index = b;
+		j->in_len = (uint32_t)len;
+		j->allow_sparse = !(w->flags & SQW_OPT_NO_SPARSE);
+		ret = rd_block(r, off, len, j->in);
+		if (ret < 0) {
+			bp_release(w->bp, j);
+			return ret;
+		}
+		if (ret == 1) {
+			/* Hole: no read; still queued to keep block order. */
+			if (j->allow_sparse)
+				j->allow_sparse = BP_KNOWN_HOLE;
+			else
+				memset(j->in, 0, len);
+		}
+		bp_submit(w->bp, j);
+		w->st->progress_bytes += len;
+		if (w->opts->progress && (b & 63) == 63)
+			w->opts->progress(w->opts->progress_arg, w->st);
+	}
+	return 0;
+}
+
+static int file_write(struct writer *w, sqw_node_t *n)
+{
+	uint64_t size = n->a.size;
+	int frag = file_uses_frag(w, size), dup, ret;
+	struct rd r;
+
+	n->nblocks = (uint32_t)(size / w->bs + (!frag && size % w->bs ? 1 : 0));
+	n->frag_index = SQW_NO_FRAG;
+	n->frag_offset = 0;
+	n->blocks_start = UINT64_MAX;
+	n->sparse = 0;
+	n->dup_of = NULL;
+	free(n->blocks);
+	n->blocks = NULL;
+	w->st->bytes_in += size;
+	if (size == 0)
+		return 0;
+	if (size / w->bs > UINT32_MAX - 1)
+		return writer_fail(w, -EFBIG, "file too large", n);
+	n->blocks = alloc_array(n->nblocks ? n->nblocks : 1, sizeof(uint32_t));
+	if (!n->blocks)
+		return writer_fail(w, -ENOMEM, "allocating", n);
+	ret = rd_open(w, n, &r);
+	if (ret)
+		return ret;
+	ret = file_dedup(w, n, &r, &dup);
+	if (ret || dup) {
+		w->st->progress_bytes += size;
+		goto out;
+	}
+	ret = file_blocks(w, n, &r);
+	if (!ret && frag)
+		ret = tail_add(w, n, &r);
+out:
+	rd_close(&r);
+	return ret;
+}
+
+static int count_sizes(struct writer *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nfiles; i++) {
+		uint64_t size = w->files[i]->a.size, *v;
+		int isnew;
+
+		if (size == 0)
+			continue;
+		v = u64map_get(&w->size_count, size + 1, &isnew);
+		if (!v)
+			return -ENOMEM;
+		(*v)++;
+		if (file_uses_frag(w, size)) {
+			v = u64map_get(&w->tail_count, size % w->bs + 1, &isnew);
+			if (!v)
+				return -ENOMEM;
+			(*v)++;
+		}
+	}
+	return 0;
+}
+
+int data_write(struct writer *w)
+{
+	size_t i;
+	int ret;
+
+	w->rbuf = malloc(w->bs);
+	w->rbuf2 = malloc(w->bs);
+	if (!w->rbuf || !w->rbuf2 || count_sizes(w))
+		return writer_fail(w, -ENOMEM, "allocating", NULL);
+	for (i = 0; i < w->nfiles; i++) {
+		ret = file_write(w, w->files[i]);
+		if (ret)
+			goto fail;
+	}
+	ret = frag_submit(w);
+	if (!ret)
+		ret = drain(w);
+	if (ret)
+		return ret;
+	/* Duplicates take the data of the file they match. */
+	for (i = 0; i < w->nfiles; i++) {
+		sqw_node_t *n = w->files[i], *m = n->dup_of;
+
+		if (n->blocks_start == UINT64_MAX)
+			n->blocks_start = 0;
+		if (!m)
+			continue;
+		memcpy(n->blocks, m->blocks, (size_t)n->nblocks * 4);
+		n->blocks_start = m->blocks_start;
+		n->frag_index = m->frag_index;
+		n->frag_offset = m->frag_offset;
+		n->sparse = m->sparse;
+	}
+	w->st->fragments = w->frag_count;
+	return 0;
+fail:
+	if (w->frag) {
+		bp_release(w->bp, w->frag);
+		w->frag = NULL;
+	}
+	drain(w);
+	return ret;
+}
+
+void data_cleanup(struct writer *w)
+{
+	u64map_free(&w->size_count);
+	u64map_free(&w->tail_count);
+	u64map_free(&w->file_hash);
+	u64map_free(&w->tail_hash);
+	free(w->frag_table);
+	free(w->rbuf);
+	free(w->rbuf2);
+}

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Encoding inodes into the inode table (format: squashfs-format.md §5). */
+#include "sqw/writer_i.h"
+
+enum {
+	INO_DIR = 1, INO_FILE, INO_SYMLINK, INO_BLKDEV, INO_CHRDEV, INO_FIFO,
+	INO_SOCKET,
+	INO_EXT = 7,		/* basic type + 7 = extended type */
+};
+
+static uint32_t node_mtime(const struct writer *w, const sqw_node_t *n)
+{
+	int64_t t = w->opts->all_time >= 0 ? w->opts->all_time : n->a.mtime;
+
+	if (t < 0)
+		return 0;
+	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
+static int basic_type(const sqw_node_t *n)
+{
+	switch (n->a.mode & S_IFMT) {
+	case S_IFDIR: return INO_DIR;
+	case S_IFREG: return INO_FILE;
+	case S_IFLNK: return INO_SYMLINK;
+	case S_IFBLK: return INO_BLKDEV;
+	case S_IFCHR: return INO_CHRDEV;
+	case S_IFIFO: return INO_FIFO;
+	case S_IFSOCK: return INO_SOCKET;
+	}
+	return -EINVAL;
+}
+
+/* Linux new_encode_dev: what the kernel decodes. */
+static int encode_rdev(uint64_t rdev, uint32_t *out)
+{
+	uint32_t major = (uint32_t)(((rdev >> 8) & 0xfff) | ((rdev >> 32) & ~0xfffu));
+	uint32_t minor = (uint32_t)((rdev & 0xff) | ((rdev >> 12) & ~0xffu));
+
+	if (major > 0xfff || minor > 0xfffff)
+		return -EOVERFLOW;
+	*out = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+	return 0;
+}
+
+int inode_write(struct writer *w, sqw_node_t *n)
+{
+	uint32_t xattr = SQW_NO_XATTR, uid = n->a.uid, gid = n->a.gid, rdev;
+	uint16_t uidx, gidx;
+	int type = basic_type(n), ext, ret;
+	struct buf *b = &w->scratch;
+	uint8_t *p;
+	size_t i, len;
+
+	if (type < 0)
+		return writer_fail(w, type, "unsupported file type", n);
+	if (w->flags & SQW_OPT_ALL_ROOT)
+		uid = gid = 0;
+	if (w->opts->force_uid >= 0)
+		uid = (uint32_t)w->opts->force_uid;
+	if (w->opts->force_gid >= 0)
+		gid = (uint32_t)w->opts->force_gid;
+	ret = id_lookup(w, uid, &uidx);
+	if (!ret)
+		ret = id_lookup(w, gid, &gidx);
+	if (ret)
+		return writer_fail(w, ret, "too many distinct uid/gid values (SquashFS stores at most 65535)", n);
+	if (n->nxattrs && !(w->flags & SQW_OPT_NO_XATTRS)) {
+		ret = xattr_lookup(w, n, &xattr);
+		if (ret)
+			return writer_fail(w, ret, "storing xattrs", n);
+	}
+
+	switch (type) {
+	case INO_DIR:
+		ext = xattr != SQW_NO_XATTR || n->dir_size > 0xffff || n->ndindex;
+		len = ext ? 40 : 32;
+		for (i = 0; ext && i < n->ndindex; i++)
+			len += 12 + n->dindex[i].name_len;
+		break;
+	case INO_FILE:
+		ext = xattr != SQW_NO_XATTR || n->a.size > UINT32_MAX ||
+		      n->blocks_start > UINT32_MAX || n->nlink > 1 || n->sparse;
+		len = (ext ? 56 : 32) + 4 * (size_t)n->nblocks;
+		break;
+	case INO_SYMLINK:
+		ext = xattr != SQW_NO_XATTR;
+		len = 24 + strlen(n->target) + (ext ? 4 : 0);
+		break;
+	case INO_BLKDEV:
+	case INO_CHRDEV:
+		ext = xattr != SQW_NO_XATTR;
+		len = ext ? 28 : 24;
+		break;
+	default:
+		ext = xattr != SQW_NO_XATTR;
+		len = ext ? 24 : 20;
+		break;
+	}
+	b->len = 0;
+	ret = buf_reserve(b, len);
+	if (ret)
+		return writer_fail(w, ret, "allocating", n);
+	p = b->data;
+	memset(p, 0, len);
+	put_le16(p, (uint16_t)(type + (ext ? INO_EXT : 0)));
+	put_le16(p + 2, (uint16_t)(n->a.mode & 07777));
+	put_le16(p + 4, uidx);
+	put_le16(p + 6, gidx);
+	put_le32(p + 8, node_mtime(w, n));
+	put_le32(p + 12, n->ino);
+
+	switch (type) {
+	case INO_DIR:
+		if (!ext) {
+			put_le32(p + 16, n->dir_block);
+			put_le32(p + 20, 2 + n->nsubdirs);
+			put_le16(p + 24, (uint16_t)n->dir_size);
+			put_le16(p + 26, n->dir_offset);
+			put_le32(p + 28, n->parent_ino);
+			break;
+		}
+		put_le32(p + 16, 2 + n->nsubdirs);
+		put_le32(p + 20, n->dir_size);
+		put_le32(p + 24, n->dir_block);
+		put_le32(p + 28, n->parent_ino);
+		put_le16(p + 32, (uint16_t)n->ndindex);
+		put_le16(p + 34, n->dir_offset);
+		put_le32(p + 36, xattr);
+		p += 40;
+		for (i = 0; i < n->ndindex; i++) {
+			const struct sqw_dir_index *d = &n->dindex[i];
+
+			put_le32(p, d->index);
+			put_le32(p + 4, d->start_block);
+			put_le32(p + 8, d->name_len - 1);
+			memcpy(p + 12, d->name, d->name_len);
+			p += 12 + d->name_len;
+		}
+		break;
+	case INO_FILE:
+		if (!ext) {
+			put_le32(p + 16, (uint32_t)n->blocks_start);
+			put_le32(p + 20, n->frag_index);
+			put_le32(p + 24, n->frag_offset);
+			put_le32(p + 28, (uint32_t)n->a.size);
+			p += 32;
+		} else {
+			put_le64(p + 16, n->blocks_start);
+			put_le64(p + 24, n->a.size);
+			put_le64(p + 32, n->sparse);
+			put_le32(p + 40, n->nlink);
+			put_le32(p + 44, n->frag_index);
+			put_le32(p + 48, n->frag_offset);
+			put_le32(p + 52, xattr);
+			p += 56;
+		}
+		for (i = 0; i < n->nblocks; i++)
+			put_le32(p + 4 * i, n->blocks[i]);
+		break;
+	case INO_SYMLINK: {
+		size_t tl = strlen(n->target);
+
+		put_le32(p + 16, n->nlink);
+		put_le32(p + 20, (uint32_t)tl);
+		memcpy(p + 24, n->target, tl);
+		if (ext)
+			put_le32(p + 24 + tl, xattr);
+		break;
+	}
+	case INO_BLKDEV:
+	case INO_CHRDEV:
+		ret = encode_rdev(n->a.rdev, &rdev);
+		if (ret)
+			return writer_fail(w, ret, "device number too large", n);
+		put_le32(p + 16, n->nlink);
+		put_le32(p + 20, rdev);
+		if (ext)
+			put_le32(p + 24, xattr);
+		break;
+	default:
+		put_le32(p + 16, n->nlink);
+		if (ext)
+			put_le32(p + 20, xattr);
+		break;
+	}
+	n->ref = meta_writer_ref(w->inodes);
+	ret = meta_writer_append(w->inodes, b->data, len);
+	return ret ? writer_fail(w, ret, "allocating", n) : 0;
+}

@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <stdio.h>
+#include <xxhash.h>
+
+#include "sqw/tree_i.h"
+#include "util/util.h"
+
+/*
+ * Names are found through one open-addressing table keyed by (directory,
+ * name), so adding an entry is O(1) even in huge directories.
+ */
+struct sqw_tree {
+	sqw_node_t *root;
+	struct sqw_dentry **slots;	/* NULL or TOMBSTONE or entry */
+	size_t nslots, used, live;
+	uint32_t gen;
+	void (*src_free)(void *src);
+};
+
+void sqw_tree_set_source_free(sqw_tree_t *t, void (*fn)(void *src))
+{
+	t->src_free = fn;
+}
+
+uint32_t tree_next_gen(sqw_tree_t *t)
+{
+	return ++t->gen;
+}
+
+#define TOMBSTONE ((struct sqw_dentry *)1)
+
+static uint64_t name_hash(const sqw_node_t *dir, const char *name, size_t len)
+{
+	return XXH3_64bits_withSeed(name, len, (uint64_t)(uintptr_t)dir);
+}
+
+static size_t slot_find(const sqw_tree_t *t, const sqw_node_t *dir,
+			const char *name, size_t len, int *found)
+{
+	size_t mask = t->nslots - 1;
+	size_t i = name_hash(dir, name, len) & mask;
+	size_t first_free = SIZE_MAX;
+
+	for (;;) {
+		struct sqw_dentry *d = t->slots[i];
+
+		if (!d) {
+			*found = 0;
+			return first_free != SIZE_MAX ? first_free : i;
+		}
+		if (d == TOMBSTONE) {
+			if (first_free == SIZE_MAX)
+				first_free = i;
+		} else if (d->dir == dir && d->len == len &&
+			   memcmp(d->name, name, len) == 0) {
+			*found = 1;
+			return i;
+		}
+		i = (i + 1) & mask;
+	}
+}
+
+static int slots_grow(sqw_tree_t *t)
+{
+	size_t n = t->nslots ? t->nslots * 2 : 1024, i;
+	struct sqw_dentry **old = t->slots;
+	size_t oldn = t->nslots;
+
+	if (t->live * 4 < t->nslots)	/* mostly tombstones: rehash in place */
+		n = t->nslots;
+	t->slots = alloc_array(n, sizeof(*t->slots));
+	if (!t->slots) {
+		t->slots = old;
+		return -ENOMEM;
+	}
+	t->nslots = n;
+	t->used = 0;
+	for (i = 0; i < oldn; i++) {
+		struct sqw_dentry *d = old[i];
+		int found;
+
+		if (d && d != TOMBSTONE) {
+			t->slots[slot_find(t, d->dir, d->name, d->len, &found)] = d;
+			t->used++;
+		}
+	}
+	free(old);
+	return 0;
+}
+
+static sqw_node_t *node_new(const struct sqw_attr *attr)
+{
+	sqw_node_t *n = calloc(1, sizeof(*n));
+
+	if (n)
+		n->a = *attr;
+	return n;
+}
+
+static void node_free(sqw_tree_t *t, sqw_node_t *n)
+{
+	size_t i;
+
+	if (n->src && t && t->src_free)
+		t->src_free(n->src);
+	for (i = 0; i < n->nxattrs; i++) {
+		free(n->xattrs[i].name);
+		free(n->xattrs[i].value);
+	}
+	free(n->xattrs);
+	free(n->ents);
+	free(n->target);
+	free(n->blocks);
+	free(n->dindex);
+	free(n);
+}
+
+sqw_tree_t *sqw_tree_create(void)
+{
+	struct sqw_attr ra = { .mode = S_IFDIR | 0755 };
+	sqw_tree_t *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->root = node_new(&ra);
+	if (!t->root || slots_grow(t)) {
+		free(t->root);
+		free(t);
+		return NULL;
+	}
+	t->root->nlink = 1;
+	return t;
+}
+
+static void subtree_free(sqw_tree_t *t, sqw_node_t *n)
+{
+	size_t i;
+
+	for (i = 0; i < n->nents; i++) {
+		sqw_node_t *c = n->ents[i]->node;
+
+		free(n->ents[i]);
+		if (node_is_dir(c))
+			subtree_free(t, c);
+		else if (--c->nlink == 0)
+			node_free(t, c);
+	}
+	node_free(t, n);
+}
+
+void sqw_tree_destroy(sqw_tree_t *t)
+{
+	if (!t)
+		return;
+	subtree_free(t, t->root);
+	free(t->slots);
+	free(t);
+}
+
+sqw_node_t *sqw_tree_root(sqw_tree_t *t)
+{
+	return t->root;
+}
+
+static int name_check(const char *name, size_t len)
+{
+	if (len == 0 || (len == 1 && name[0] == '.') ||
+	    (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -EINVAL;
+	if (len > SQW_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', len) || memchr(name, '\0', len))
+		return -EINVAL;
+	return 0;
+}
+
+static int entry_add(sqw_tree_t *t, sqw_node_t *dir, const char *name,
+		     size_t len, sqw_node_t *node)
+{
+	struct sqw_dentry *d;
+	size_t slot;
+	int found, ret;
+
+	if (!node_is_dir(dir))
+		return -ENOTDIR;
+	ret = name_check(name, len);
+	if (ret)
+		return ret;
+	if ((t->used + 1) * 4 > t->nslots * 3) {
+		ret = slots_grow(t);
+		if (ret)
+			return ret;
+	}
+	slot = slot_find(t, dir, name, len, &found);
+	if (found)
+		return -EEXIST;
+	ret = array_reserve((void **)&dir->ents, &dir->ents_cap, dir->nents + 1,
+			    sizeof(*dir->ents));
+	if (ret)
+		return ret;
+	d = malloc(sizeof(*d) + len + 1);
+	if (!d)
+		return -ENOMEM;
+	d->dir = dir;
+	d->node = node;
+	d->len = (uint16_t)len;
+	memcpy(d->name, name, len);
+	d->name[len] = '\0';
+	d->index = dir->nents;
+	dir->ents[dir->nents++] = d;
+	if (t->slots[slot] != TOMBSTONE)
+		t->used++;
+	t->slots[slot] = d;
+	t->live++;
+	node->nlink++;
+	if (!node->first)
+		node->first = d;
+	if (node_is_dir(node))
+		dir->nsubdirs++;
+	return 0;
+}
+
+int sqw_tree_add(sqw_tree_t *t, sqw_node_t *dir, const char *name, size_t len,
+		 const struct sqw_attr *attr, const char *target,
+		 sqw_node_t **out)
+{
+	sqw_node_t *n;
+	int ret;
+
+	if (S_ISLNK(attr->mode)) {
+		size_t tl = target ? strlen(target) : 0;
+
+		if (tl == 0)
+			return -EINVAL;
+		if (tl > SQW_SYMLINK_MAX)
+			return -ENAMETOOLONG;
+	}
+	n = node_new(attr);
+	if (!n)
+		return -ENOMEM;
+	if (S_ISLNK(attr->mode)) {
+		n->target = strdup(target);
+		if (!n->target) {
+			node_free(t, n);
+			return -ENOMEM;
+		}
+	}
+	ret = entry_add(t, dir, name, len, n);
+	if (ret) {
+		node_free(t, n);
+		return ret;
+	}
+	if (out)
+		*out = n;
+	return 0;
+}
+
+int sqw_tree_link(sqw_tree_t *t, sqw_node_t *dir, const char *name,
+		  size_t len, sqw_node_t *node)
+{
+	if (node_is_dir(node))
+		return -EPERM;
+	return entry_add(t, dir, name, len, node);
+}
+
+sqw_node_t *sqw_tree_lookup(sqw_tree_t *t, sqw_node_t *dir, const char *name,
+			    size_t len)
+{
+	int found;
+	size_t slot = slot_find(t, dir, name, len, &found);
+
+	return found ? t->slots[slot]->node : NULL;
+}
+
+static void entry_unhash(sqw_tree_t *t, struct sqw_dentry *d)
+{
+	int found;
+	size_t slot = slot_find(t, d->dir, d->name, d->len, &found);
+
+	if (found) {
+		t->slots[slot] = TOMBSTONE;
+		t->live--;
+	}
+}
+
+static void subtree_unhash(sqw_tree_t *t, sqw_node_t *n)
+{
+	size_t i;
+
+	for (i = 0; i < n->nents; i++) {
+		entry_unhash(t, n->ents[i]);
+		if (node_is_dir(n->ents[i]->node))
+			subtree_unhash(t, n->ents[i]->node);
+	}
+}
+
+int sqw_tree_remove(sqw_tree_t *t, sqw_node_t *dir, const char *name,
+		    size_t len)
+{
+	struct sqw_dentry *d, *last;
+	sqw_node_t *n;
+	size_t slot;
+	int found;
+
+	slot = slot_find(t, dir, name, len, &found);
+	if (!found)
+		return -ENOENT;
+	d = t->slots[slot];
+	n = d->node;
+	t->slots[slot] = TOMBSTONE;
+	t->live--;
+	last = dir->ents[--dir->nents];
+	dir->ents[d->index] = last;
+	last->index = d->index;
+	if (node_is_dir(n)) {
+		dir->nsubdirs--;
+		subtree_unhash(t, n);
+		subtree_free(t, n);
+	} else if (--n->nlink == 0) {
+		node_free(t, n);
+	} else if (n->first == d) {
+		n->first = NULL;	/* found again lazily in sqw_node_path */
+	}
+	free(d);
+	return 0;
+}
+
+int sqw_tree_walk(sqw_tree_t *t, const char *path, int create_dirs,
+		  const struct sqw_attr *dir_attr, sqw_node_t **dir,
+		  const char **name, size_t *len)
+{
+	sqw_node_t *cur = t->root;
+	const char *p = path;
+
+	for (;;) {
+		const char *s;
+		size_t l;
+
+		while (*p == '/')
+			p++;
+		s = p;
+		while (*p && *p != '/')
+			p++;
+		l = (size_t)(p - s);
+		while (*p == '/')
+			p++;
+		if (l == 1 && s[0] == '.') {
+			if (*p)
+				continue;
+			l = 0;
+		}
+		if (l == 2 && s[0] == '.' && s[1] == '.')
+			return -EINVAL;
+		if (!*p) {
+			*dir = cur;
+			*name = s;
+			*len = l;
+			return 0;
+		}
+		if (l > SQW_NAME_MAX)
+			return -ENAMETOOLONG;
+		{
+			sqw_node_t *next = sqw_tree_lookup(t, cur, s, l);
+			int ret;
+
+			if (!next) {
+				if (!create_dirs)
+					return -ENOENT;
+				ret = sqw_tree_add(t, cur, s, l, dir_attr, NULL,
+						   &next);
+				if (ret)
+					return ret;
+			} else if (!node_is_dir(next)) {
+				return -ENOTDIR;
+			}
+			cur = next;
+		}
+	}
+}
+
+void sqw_node_set_attr(sqw_node_t *n, const struct sqw_attr *attr)
+{
+	uint32_t type = n->a.mode & S_IFMT;
+
+	n->a = *attr;
+	n->a.mode = type | (attr->mode & 07777);
+}
+
+void sqw_node_get_attr(const sqw_node_t *n, struct sqw_attr *attr)
+{
+	*attr = n->a;
+}
+
+void sqw_node_set_source(sqw_node_t *n, void *src)
+{
+	n->src = src;
+}
+
+void *sqw_node_get_source(const sqw_node_t *n)
+{
+	return n->src;
+}
+
+static const char *const xattr_prefixes[] = { "user.", "trusted.", "security." };
+
+int sqw_node_set_xattr(sqw_tree_t *t, sqw_node_t *n, const char *key,
+		       const void *value, size_t size)
+{
+	struct sqw_xattr *x = NULL;
+	size_t i, plen = 0, nlen;
+	int prefix = -1, ret;
+	void *v;
+
+	(void)t;
+	for (i = 0; i < 3; i++) {
+		plen = strlen(xattr_prefixes[i]);
+		if (strncmp(key, xattr_prefixes[i], plen) == 0) {
+			prefix = (int)i;
+			break;
+		}
+	}
+	if (prefix < 0)
+		return -ENOTSUP;
+	nlen = strlen(key) - plen;
+	if (nlen == 0 || nlen > 0xffff)
+		return -EINVAL;
+	if (size > UINT32_MAX - 16)
+		return -E2BIG;
+	for (i = 0; i < n->nxattrs; i++) {
+		if (n->xattrs[i].prefix == prefix &&
+		    n->xattrs[i].name_len == nlen &&
+		    memcmp(n->xattrs[i].name, key + plen, nlen) == 0) {
+			x = &n->xattrs[i];
+			break;
+		}
+	}
+	v = malloc(size ? size : 1);
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, value, size);
+	if (!x) {
+		size_t cap = n->nxattrs;
+		char *name = strndup(key + plen, nlen);
+
+		if (!name) {
+			free(v);
+			return -ENOMEM;
+		}
+		ret = array_reserve((void **)&n->xattrs, &cap, n->nxattrs + 1,
+				    sizeof(*n->xattrs));
+		if (ret) {
+			free(v);
+			free(name);
+			return ret;
+		}
+		x = &n->xattrs[n->nxattrs++];
+		x->prefix = (uint8_t)prefix;
+		x->name = name;
+		x->name_len = (uint16_t)nlen;
+	} else {
+		free(x->value);
+	}
+	x->value = v;
+	x->value_len = (uint32_t)size;
+	return 0;
+}
+
+static int dentry_cmp(const void *a, const void *b)
+{
+	const struct sqw_dentry *x = *(struct sqw_dentry *const *)a;
+	const struct sqw_dentry *y = *(struct sqw_dentry *const *)b;
+	size_t l = x->len < y->len ? x->len : y->len;
+	int r = memcmp(x->name, y->name, l);
+
+	if (r)
+		return r;
+	return (int)x->len - (int)y->len;
+}
+
+void tree_sort(sqw_node_t *n)
+{
+	size_t i;
+
+	qsort(n->ents, n->nents, sizeof(*n->ents), dentry_cmp);
+	for (i = 0; i < n->nents; i++) {
+		n->ents[i]->index = i;
+		if (node_is_dir(n->ents[i]->node))
+			tree_sort(n->ents[i]->node);
+	}
+}
+
+void sqw_node_path(const sqw_node_t *n, char *buf, size_t size)
+{
+	const char *parts[512];
+	size_t np = 0, pos = 0, i;
+
+	while (n && n->first && np < 512) {
+		parts[np++] = n->first->name;
+		n = n->first->dir;
+	}
+	if (size == 0)
+		return;
+	buf[0] = '\0';
+	if (np == 0)
+		snprintf(buf, size, "/");
+	for (i = np; i-- > 0 && pos < size;)
+		pos += (size_t)snprintf(buf + pos, size - pos, "/%s", parts[i]);
+}
+
+static uint64_t data_size(sqw_node_t *n, uint32_t gen)
+{
+	uint64_t sum = 0;
+	size_t i;
+
+	for (i = 0; i < n->nents; i++) {
+		sqw_node_t *c = n->ents[i]->node;
+
+		if (node_is_dir(c))
+			sum += data_size(c, gen);
+		else if (node_is_reg(c) && c->visited != gen) {
+			c->visited = gen;
+			sum += c->a.size;
+		}
+	}
+	return sum;
+}
+
+uint64_t sqw_tree_data_size(sqw_tree_t *t)
+{
+	return data_size(t->root, tree_next_gen(t));
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Extended attributes (squashfs-format.md §10).  Each distinct key/value
+ * set is stored once; inodes with the same set share its id.
+ */
+#include <xxhash.h>
+
+#include "sqw/table.h"
+#include "sqw/writer_i.h"
+
+static const char *const prefix_str[] = { "user.", "trusted.", "security." };
+
+static int xattr_cmp(const void *a, const void *b)
+{
+	const struct sqw_xattr *x = a, *y = b;
+	size_t l = x->name_len < y->name_len ? x->name_len : y->name_len;
+	int r;
+
+	if (x->prefix != y->prefix)
+		return (int)x->prefix - (int)y->prefix;
+	r = memcmp(x->name, y->name, l);
+	return r ? r : (int)x->name_len - (int)y->name_len;
+}
+
+/* The set in canonical form: sorted keys, each type/name/value. */
+static int serialise(struct writer *w, sqw_node_t *n, struct buf *b)
+{
+	size_t i;
+	int ret = 0;
+
+	qsort(n->xattrs, n->nxattrs, sizeof(*n->xattrs), xattr_cmp);
+	b->len = 0;
+	for (i = 0; i < n->nxattrs && !ret; i++) {
+		const struct sqw_xattr *x = &n->xattrs[i];
+		uint8_t h[4];
+
+		put_le16(h, x->prefix);
+		put_le16(h + 2, x->name_len);
+		ret = buf_append(b, h, 4);
+		if (!ret)
+			ret = buf_append(b, x->name, x->name_len);
+		put_le32(h, x->value_len);
+		if (!ret)
+			ret = buf_append(b, h, 4);
+		if (!ret)
+			ret = buf_append(b, x->value, x->value_len);
+	}
+	(void)w;
+	return ret;
+}
+
+int xattr_lookup(struct writer *w, sqw_node_t *n, uint32_t *id)
+{
+	struct buf *b = &w->scratch;
+	uint64_t key, *v;
+	uint32_t size = 0;
+	uint8_t *e;
+	size_t i;
+	int isnew, ret;
+
+	ret = serialise(w, n, b);
+	if (ret)
+		return ret;
+	key = XXH3_64bits(b->data, b->len) | 1;
+	for (;;) {
+		v = u64map_get(&w->xattr_map, key, &isnew);
+		if (!v)
+			return -ENOMEM;
+		if (isnew)
+			break;
+		{
+			uint64_t off = w->xattr_set_off[2 * (*v - 1)];
+			uint64_t len = w->xattr_set_off[2 * (*v - 1) + 1];
+
+			if (len == b->len && !memcmp(w->xattr_sets.data + off,
+						     b->data, len)) {
+				*id = (uint32_t)(*v - 1);
+				return 0;
+			}
+		}
+		key = (key * 0x100000001B3ull) | 1;	/* collision: probe on */
+	}
+	*v = w->nxattr_ids + 1;
+	ret = array_reserve((void **)&w->xattr_set_off, &w->xattr_set_cap,
+			    2 * (w->nxattr_ids + 1), 8);
+	if (!ret)
+		ret = array_reserve((void **)&w->xattr_ids, &w->xattr_ids_cap,
+				    16 * (w->nxattr_ids + 1), 1);
+	if (ret)
+		return ret;
+	w->xattr_set_off[2 * w->nxattr_ids] = w->xattr_sets.len;
+	w->xattr_set_off[2 * w->nxattr_ids + 1] = b->len;
+	ret = buf_append(&w->xattr_sets, b->data, b->len);
+	if (ret)
+		return ret;
+
+	e = w->xattr_ids + 16 * w->nxattr_ids;
+	put_le64(e, meta_writer_ref(w->xattr_kv));
+	/* The kv stream is exactly the serialised set. */
+	ret = meta_writer_append(w->xattr_kv, b->data, b->len);
+	if (ret)
+		return ret;
+	for (i = 0; i < n->nxattrs; i++)
+		size += (uint32_t)(strlen(prefix_str[n->xattrs[i].prefix]) +
+				   n->xattrs[i].name_len + 1 + n->xattrs[i].value_len);
+	put_le32(e + 8, (uint32_t)n->nxattrs);
+	put_le32(e + 12, size);
+	*id = (uint32_t)w->nxattr_ids++;
+	w->st->xattr_sets = w->nxattr_ids;
+	return 0;
+}
+
+int xattr_table_write(struct writer *w, uint64_t *start)
+{
+	uint64_t kv_start;
+	uint8_t hdr[16];
+	int ret;
+
+	*start = UINT64_MAX;
+	if (w->nxattr_ids == 0)
+		return 0;
+	ret = meta_writer_flush(w->xattr_kv);
+	if (ret)
+		return ret;
+	ret = table_write_stream(&w->out, &w->xattr_kv->out, &kv_start);
+	if (ret)
+		return ret;
+	put_le64(hdr, kv_start);
+	put_le32(hdr + 8, (uint32_t)w->nxattr_ids);
+	put_le32(hdr + 12, 0);
+	return table_write_hdr(&w->out, w->cmp, w->xattr_ids,
+			       w->nxattr_ids * 16, hdr, sizeof(hdr), start);
+}
+
+void xattr_cleanup(struct writer *w)
+{
+	u64map_free(&w->xattr_map);
+	free(w->xattr_ids);
+	free(w->xattr_set_off);
+	buf_free(&w->xattr_sets);
+}

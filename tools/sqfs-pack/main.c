@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* sqfs-pack: a directory or a tar stream into a SquashFS image. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "config.h"
+#include "pack/pack.h"
+
+static const char *prog = "sqfs-pack";
+static char *volatile tmp_path;
+
+static void on_signal(int sig)
+{
+	/* Never leave a partial image behind: only the temp file exists. */
+	if (tmp_path)
+		unlink(tmp_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: %s [OPTIONS] SRC_DIR IMAGE\n"
+"       %s --tar [OPTIONS] IMAGE < ARCHIVE\n"
+"Pack a directory, or a tar archive read from standard input (plain or\n"
+"compressed), into a SquashFS 4.0 image.\n\n"
+"  -c, --comp NAME[:LEVEL][,OPT[=VAL]...]  gzip, xz, lzma, lz4, lzo, zstd (default zstd:15)\n"
+"  -b, --block-size SIZE    data block size, 4K..1M, power of two (default 128K)\n"
+"  -j, --jobs N             compression threads (default: online CPUs)\n"
+"      --serial             compress in the main thread (reference path)\n"
+"      --queue N            blocks in flight at most (bounds memory)\n"
+"      --tar                read a tar archive from standard input\n"
+"      --no-fragments       no tail packing\n"
+"      --always-fragments   pack the tails of large files too\n"
+"      --no-dedup           do not share identical files or tails\n"
+"      --no-exports         no NFS export table\n"
+"      --no-xattrs          leave extended attributes out\n"
+"      --no-sparse          store zero blocks instead of holes\n"
+"      --no-pad             do not pad the image to 4 KiB\n"
+"      --mkfs-time T        image time: seconds, @seconds or now\n"
+"                           (default SOURCE_DATE_EPOCH, else now)\n"
+"      --all-time T         set every inode's mtime to T\n"
+"      --all-root           make root own everything\n"
+"      --force-uid U, --force-gid G   one owner/group for everything\n"
+"  -q, --quiet              no summary\n"
+"      --progress, --no-progress     progress bar (default: if stderr is a TTY)\n"
+"      --json               summary as one JSON object on stdout\n"
+"  -h, --help, -V, --version\n"
+"Exit status: 0 success, 1 packing failed, 2 usage error.  See sqfs-pack(1).\n",
+		prog, prog);
+}
+
+enum { OPT_KEY = 256, OPT_TAR, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_JSON };
+
+static const struct option longopts[] = {
+	{ "comp", required_argument, NULL, 'c' },
+	{ "block-size", required_argument, NULL, 'b' },
+	{ "jobs", required_argument, NULL, 'j' },
+	{ "serial", no_argument, NULL, OPT_KEY },
+	{ "queue", required_argument, NULL, OPT_KEY },
+	{ "no-fragments", no_argument, NULL, OPT_KEY },
+	{ "always-fragments", no_argument, NULL, OPT_KEY },
+	{ "no-dedup", no_argument, NULL, OPT_KEY },
+	{ "no-duplicates", no_argument, NULL, OPT_KEY },
+	{ "no-exports", no_argument, NULL, OPT_KEY },
+	{ "no-xattrs", no_argument, NULL, OPT_KEY },
+	{ "no-sparse", no_argument, NULL, OPT_KEY },
+	{ "no-pad", no_argument, NULL, OPT_KEY },
+	{ "mkfs-time", required_argument, NULL, OPT_KEY },
+	{ "all-time", required_argument, NULL, OPT_KEY },
+	{ "all-root", no_argument, NULL, OPT_KEY },
+	{ "force-uid", required_argument, NULL, OPT_KEY },
+	{ "force-gid", required_argument, NULL, OPT_KEY },
+	{ "tar", no_argument, NULL, OPT_TAR },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "progress", no_argument, NULL, OPT_PROGRESS },
+	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int set_key(struct cli_opts *o, const char *name, const char *val)
+{
+	char key[32], msg[256];
+	size_t i;
+
+	for (i = 0; name[i] && i < sizeof(key) - 1; i++)
+		key[i] = name[i] == '-' ? '_' : name[i];
+	key[i] = '\0';
+	if (cli_opt_set(o, key, val, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "%s: --%s\n", prog, msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct cli_opts *o, int *tar)
+{
+	char msg[256];
+	int c, idx;
+
+	if (cli_opts_init(o, msg, sizeof(msg))) {
+		fprintf(stderr, "%s: %s\n", prog, msg);
+		return -1;
+	}
+	while ((c = getopt_long(argc, argv, "c:b:j:qhV", longopts, &idx)) != -1) {
+		switch (c) {
+		case 'c': if (set_key(o, "comp", optarg)) return -1; break;
+		case 'b': if (set_key(o, "block-size", optarg)) return -1; break;
+		case 'j': if (set_key(o, "jobs", optarg)) return -1; break;
+		case OPT_KEY:
+			if (set_key(o, longopts[idx].name, optarg))
+				return -1;
+			break;
+		case OPT_TAR: *tar = 1; break;
+		case 'q': o->quiet = 1; break;
+		case OPT_PROGRESS: o->progress = 1; break;
+		case OPT_NO_PROGRESS: o->progress = 0; break;
+		case OPT_JSON: o->json = 1; break;
+		case 'h': usage(stdout); exit(0);
+		case 'V': printf("sqfs-pack %s\n", SQW_VERSION); exit(0);
+		default:
+			fprintf(stderr, "Try '%s --help'.\n", prog);
+			return -1;
+		}
+	}
+	if (argc - optind != (*tar ? 1 : 2)) {
+		fprintf(stderr, "%s: expected %s\nTry '%s --help'.\n", prog,
+			*tar ? "IMAGE (the archive comes on standard input)" :
+			"SRC_DIR and IMAGE", prog);
+		return -1;
+	}
+	if (cli_opts_finish(o, msg, sizeof(msg))) {
+		fprintf(stderr, "%s: --%s\n", prog, msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	/* A deep tree keeps one directory fd open per level. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void report_pack_err(const struct pack_err *e)
+{
+	fprintf(stderr, "%s: %s%s%s: %s%s%s\n", prog, e->path, *e->path ? ": " : "",
+		e->what, e->code == -EBADMSG ? "invalid input" : strerror(-e->code),
+		*e->detail ? ": " : "", e->detail);
+}
+
+int main(int argc, char **argv)
+{
+	struct cli_opts o;
+	struct cli_report rep;
+	struct cli_publish pub = { .fd = -1 };
+	struct pack_err perr = { 0 };
+	struct dir_source ds = { .rootfd = -1 };
+	struct spool *sp = NULL;
+	struct sqw_stats st;
+	struct sqw_error err;
+	const struct sqw_source_ops *ops;
+	sqw_tree_t *tree = NULL;
+	const char *image;
+	void *ctx;
+	int tar = 0, ret, status = CLI_EXIT_FAIL;
+
+	if (parse_args(argc, argv, &o, &tar))
+		return CLI_EXIT_USAGE;
+	image = argv[argc - 1];
+	raise_fd_limit();
+	tree = sqw_tree_create();
+	if (!tree) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return CLI_EXIT_FAIL;
+	}
+	if (tar) {
+		char *copy = strdup(image);
+
+		sp = copy ? spool_create(dirname(copy), &ret) : NULL;
+		free(copy);
+		if (!sp) {
+			fprintf(stderr, "%s: %s: creating a spool file beside the image: %s\n",
+				prog, image, strerror(copy ? -ret : ENOMEM));
+			goto out;
+		}
+		if (tar_read(STDIN_FILENO, tree, sp, !(o.img.flags & SQW_OPT_NO_XATTRS),
+			     o.img.mkfs_time, stderr, &perr)) {
+			fprintf(stderr, "%s: reading the archive: ", prog);
+			report_pack_err(&perr);
+			goto out;
+		}
+		ops = &spool_source_ops;
+		ctx = sp;
+	} else {
+		struct stat ist;
+
+		ret = dir_source_open(&ds, argv[optind], stderr);
+		if (ret) {
+			fprintf(stderr, "%s: %s: %s\n", prog, argv[optind], strerror(-ret));
+			goto out;
+		}
+		if (!stat(image, &ist)) {
+			ds.skip_dev = ist.st_dev;
+			ds.skip_ino = ist.st_ino;
+		}
+		sqw_tree_set_source_free(tree, free);
+		if (dir_scan(&ds, tree, !(o.img.flags & SQW_OPT_NO_XATTRS), &perr)) {
+			report_pack_err(&perr);
+			goto out;
+		}
+		ops = &dir_source_ops;
+		ctx = &ds;
+	}
+
+	ret = cli_publish_open(&pub, image);
+	if (ret) {
+		fprintf(stderr, "%s: %s: cannot create the image: %s\n", prog, image,
+			ret == -EEXIST ? "exists and is not a regular file" : strerror(-ret));
+		goto out;
+	}
+	tmp_path = pub.tmp;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	signal(SIGPIPE, on_signal);
+
+	cli_report_start(&rep, &o, image, sqw_tree_data_size(tree));
+	o.img.progress = cli_report_progress;
+	o.img.progress_arg = &rep;
+	ret = sqw_image_write(tree, ops, ctx, pub.fd, &o.img, &st, &err);
+	if (ret) {
+		char path[4200];
+
+		if (rep.shown)
+			fputc('\n', stderr);
+		path[0] = '\0';
+		if (err.node)
+			sqw_node_path(err.node, path, sizeof(path));
+		fprintf(stderr, "%s: %s%s%s%s: %s\n", prog,
+			err.node && !tar ? argv[optind] : "", path,
+			err.node ? ": " : "", err.what ? err.what : "writing", strerror(-ret));
+		goto out;
+	}
+	ret = cli_publish_commit(&pub);
+	tmp_path = NULL;
+	if (ret) {
+		fprintf(stderr, "%s: %s: publishing the image: %s\n", prog, image,
+			strerror(-ret));
+		goto out;
+	}
+	cli_report_summary(&rep, &st, stdout);
+	status = CLI_EXIT_OK;
+out:
+	tmp_path = NULL;
+	cli_publish_abort(&pub);
+	sqw_tree_destroy(tree);
+	spool_destroy(sp);
+	if (ds.root)
+		dir_source_close(&ds);
+	return status;
+}
