@@ -6,7 +6,7 @@
 #include "comp/internal.h"
 #include "util/util.h"
 
-#define LZ4HC_DEFAULT_LEVEL 9
+#define LZ4HC_DEFAULT_LEVEL 12	/* what mksquashfs -Xhc uses */
 
 /* Messages that quote the user's input live here (one per thread). */
 static _Thread_local char msg_buf[112];
@@ -49,17 +49,12 @@ static int tok_is(const struct tok *t, const char *s)
 /* Plain decimal only: no sign, no blanks, at most 9 digits. */
 static int tok_uint(const struct tok *t, uint32_t *v)
 {
-	size_t i;
+	char *end;
 
-	if (t->len == 0 || t->len > 9)
+	if (t->len == 0 || t->len > 9 || t->p[0] < '0' || t->p[0] > '9')
 		return -1;
-	*v = 0;
-	for (i = 0; i < t->len; i++) {
-		if (t->p[i] < '0' || t->p[i] > '9')
-			return -1;
-		*v = *v * 10 + (uint32_t)(t->p[i] - '0');
-	}
-	return 0;
+	*v = (uint32_t)strtoul(t->p, &end, 10);
+	return end == t->p + t->len ? 0 : -1;
 }
 
 static int tok_find(const struct tok *t, const char *const *names, int n)
@@ -95,19 +90,17 @@ static int tok_bits(const struct tok *t, const char *const *names, int n,
 static int parse_dict(const struct tok *t, uint32_t block_size, uint32_t *out)
 {
 	struct tok num = *t;
-	uint64_t mul = 1, v;
-	uint32_t n;
-	char sfx = t->len ? t->p[t->len - 1] : 0;
+	uint32_t n, mul = 1;
+	uint64_t v;
 
-	if (sfx == 'K' || sfx == 'k' || sfx == 'M' || sfx == 'm' || sfx == '%')
-		num.len--;
-	if (tok_uint(&num, &n) || n == 0)
+	switch (t->len ? t->p[t->len - 1] : 0) {
+	case 'K': case 'k': mul = 1u << 10; num.len--; break;
+	case 'M': case 'm': mul = 1u << 20; num.len--; break;
+	case '%': mul = 0; num.len--; break;
+	}
+	if (tok_uint(&num, &n))
 		return -1;
-	if (sfx == 'K' || sfx == 'k')
-		mul = 1024;
-	else if (sfx == 'M' || sfx == 'm')
-		mul = 1024 * 1024;
-	v = sfx == '%' ? (uint64_t)block_size * n / 100 : n * mul;
+	v = mul ? (uint64_t)n * mul : (uint64_t)block_size * n / 100;
 	if (v == 0)	/* 0 would silently mean "block size" */
 		return -1;
 	*out = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
@@ -139,40 +132,39 @@ int sqw_comp_config_init(sqw_comp_config_t *cfg, enum sqw_comp_id id,
 
 #define FAIL(msg_) do { *msg = (msg_); return -EINVAL; } while (0)
 
-/* Which keys each codec knows, and whether they take "=VALUE". */
-static const struct {
-	enum sqw_comp_id id;
-	const char *key;
-	int has_value;
-} codec_keys[] = {
-	{ SQW_COMP_GZIP, "window", 1 },
-	{ SQW_COMP_GZIP, "strategy", 1 },
-	{ SQW_COMP_XZ, "extreme", 0 },
-	{ SQW_COMP_XZ, "dict", 1 },
-	{ SQW_COMP_XZ, "bcj", 1 },
-	{ SQW_COMP_LZMA, "extreme", 0 },
-	{ SQW_COMP_LZ4, "hc", 0 },
-	{ SQW_COMP_LZO, "algorithm", 1 },
-};
+/* Keys each codec knows; "extreme" and "hc" are flags, the rest take values. */
+static int key_known(enum sqw_comp_id id, const struct tok *k)
+{
+	switch (id) {
+	case SQW_COMP_GZIP:
+		return tok_is(k, "window") || tok_is(k, "strategy");
+	case SQW_COMP_XZ:
+		return tok_is(k, "dict") || tok_is(k, "bcj") || tok_is(k, "extreme");
+	case SQW_COMP_LZMA:
+		return tok_is(k, "extreme");
+	case SQW_COMP_LZ4:
+		return tok_is(k, "hc");
+	case SQW_COMP_LZO:
+		return tok_is(k, "algorithm");
+	case SQW_COMP_ZSTD:
+		break;
+	}
+	return 0;
+}
 
 static int apply_key(sqw_comp_config_t *c, const char *name,
 		     const struct tok *k, const struct tok *v, const char **msg)
 {
+	int flag = tok_is(k, "extreme") || tok_is(k, "hc");
 	struct tok bad;
 	uint32_t n;
-	int i;
 
-	for (i = 0; i < NELEM(codec_keys); i++) {
-		if (codec_keys[i].id == c->id && tok_is(k, codec_keys[i].key))
-			break;
-	}
-	if (i == NELEM(codec_keys))
+	if (!key_known(c->id, k))
 		FAIL(fmt_msg("unknown %s option '%.*s'", name, TOKQ(k)));
-	if (codec_keys[i].has_value && !v)
+	if (!flag && !v)
 		FAIL(fmt_msg("%s option '%.*s' needs a value", name, TOKQ(k)));
-	if (!codec_keys[i].has_value && v)
+	if (flag && v)
 		FAIL(fmt_msg("%s option '%.*s' takes no value", name, TOKQ(k)));
-
 	if (tok_is(k, "window")) {
 		if (tok_uint(v, &n))
 			FAIL(fmt_msg("bad gzip window '%.*s'", TOKQ(v)));
@@ -258,8 +250,7 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 		if (apply_key(&tmp, name, &t, vp, msg))
 			return -EINVAL;
 	}
-	if (*p)	/* cannot happen with the splitting above; be safe */
-		FAIL("trailing garbage");
+	/* Here *p == '\0': every token ran up to a ',' or the end. */
 	if (id == SQW_COMP_LZO && tmp.opt.lzo.algorithm != SQW_LZO1X_999) {
 		if (have_level)
 			FAIL("an lzo level needs algorithm lzo1x_999");
@@ -274,43 +265,41 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 
 size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf)
 {
-	uint32_t dict;
+	uint32_t lvl = (uint32_t)cfg->level, filters = cfg->opt.xz.filters;
+	uint32_t dict = cfg->opt.xz.dict_size ? cfg->opt.xz.dict_size : cfg->block_size;
+	uint16_t strat = cfg->opt.gzip.strategies;
+	int alg = cfg->opt.lzo.algorithm;
 
 	switch (cfg->id) {
-	case SQW_COMP_GZIP:
-		if (cfg->level == 9 && cfg->opt.gzip.window == 15 &&
-		    (cfg->opt.gzip.strategies == 0 ||
-		     cfg->opt.gzip.strategies == SQW_GZIP_DEFAULT))
+	case SQW_COMP_GZIP:	/* strategies 0 and DEFAULT both mean default */
+		if (lvl == 9 && cfg->opt.gzip.window == 15 && strat <= SQW_GZIP_DEFAULT)
 			return 0;
-		put_le32(buf, (uint32_t)cfg->level);
+		put_le32(buf, lvl);
 		put_le16(buf + 4, cfg->opt.gzip.window);
-		put_le16(buf + 6, cfg->opt.gzip.strategies);
+		put_le16(buf + 6, strat);
 		return 8;
 	case SQW_COMP_XZ:
-		dict = cfg->opt.xz.dict_size ? cfg->opt.xz.dict_size : cfg->block_size;
-		if (dict == cfg->block_size && cfg->opt.xz.filters == 0)
+		if (dict == cfg->block_size && filters == 0)
 			return 0;
 		put_le32(buf, dict);
-		put_le32(buf + 4, cfg->opt.xz.filters);
+		put_le32(buf + 4, filters);
 		return 8;
-	case SQW_COMP_LZ4:
-		/* Mandatory for the kernel: version 1 (legacy), flags. */
+	case SQW_COMP_LZ4:	/* mandatory for the kernel: version 1, flags */
 		put_le32(buf, 1);
 		put_le32(buf + 4, cfg->opt.lz4.hc ? 1 : 0);
 		return 8;
 	case SQW_COMP_LZO:
-		if (cfg->opt.lzo.algorithm == SQW_LZO1X_999 && cfg->level == 8)
+		if (alg == SQW_LZO1X_999 && lvl == 8)
 			return 0;
-		put_le32(buf, (uint32_t)cfg->opt.lzo.algorithm);
-		put_le32(buf + 4, cfg->opt.lzo.algorithm == SQW_LZO1X_999 ?
-			 (uint32_t)cfg->level : 0);
+		put_le32(buf, (uint32_t)alg);
+		put_le32(buf + 4, alg == SQW_LZO1X_999 ? lvl : 0);
 		return 8;
 	case SQW_COMP_ZSTD:
-		if (cfg->level == 15)
+		if (lvl == 15)
 			return 0;
-		put_le32(buf, (uint32_t)cfg->level);
+		put_le32(buf, lvl);
 		return 4;
-	case SQW_COMP_LZMA:
+	case SQW_COMP_LZMA:	/* never has an options block */
 		break;
 	}
 	return 0;
