@@ -269,13 +269,59 @@ static int file_dedup(struct writer *w, sqw_node_t *n, struct rd *r, int *dup)
 	return 0;
 }
 
-/* Put the tail of n into a fragment block, sharing an identical tail. */
+/* 1 if an earlier file's tail equals tail: n then points at its bytes. */
+static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t *tail,
+		      uint32_t len)
+{
+	uint64_t key, *slot = u64map_find(&w->tail_count, len + 1);
+	sqw_node_t *m;
+	struct rd rm;
+	int isnew, ret;
+
+	if ((w->flags & SQW_OPT_NO_DEDUP) || !slot || *slot < 2)
+		return 0;
+	key = XXH3_64bits_withSeed(tail, len, len) | 1;
+	slot = u64map_get(&w->tail_hash, key, &isnew);
+	if (!slot)
+		return writer_fail(w, -ENOMEM, "allocating", n);
+	if (isnew) {
+		*slot = (uint64_t)(uintptr_t)n;
+		return 0;
+	}
+	m = (sqw_node_t *)(uintptr_t)*slot;
+	if (m->a.size % w->bs != len)
+		return 0;
+	/* A hash match is confirmed against the earlier file's bytes. */
+	ret = rd_open(w, m, &rm);
+	if (!ret)
+		ret = rd_block(&rm, m->a.size - len, len, w->rbuf);
+	rd_close(&rm);
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		memset(w->rbuf, 0, len);
+	if (memcmp(w->rbuf, tail, len))
+		return 0;
+	n->frag_index = m->frag_index;
+	n->frag_offset = m->frag_offset;
+	w->st->dedup_tails++;
+	return 1;
+}
+
+/* Put the tail of n into a fragment block, unless an equal one exists. */
 static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
 {
 	uint32_t len = (uint32_t)(n->a.size % w->bs);
-	uint64_t off = n->a.size - len, *slot;
-	int ret, isnew, equal;
+	int ret;
 
+	ret = rd_block(r, n->a.size - len, len, w->rbuf2);
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		memset(w->rbuf2, 0, len);
+	ret = tail_dedup(w, n, w->rbuf2, len);
+	if (ret)
+		return ret < 0 ? ret : 0;
 	if (!w->frag || w->frag->in_len + len > w->bs) {
 		ret = frag_submit(w);
 		if (!ret)
@@ -283,47 +329,7 @@ static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
 		if (ret)
 			return ret;
 	}
-	ret = rd_block(r, off, len, w->frag->in + w->frag->in_len);
-	if (ret < 0)
-		return ret;
-	if (ret == 1)
-		memset(w->frag->in + w->frag->in_len, 0, len);
-	slot = u64map_find(&w->tail_count, len + 1);
-	if (!(w->flags & SQW_OPT_NO_DEDUP) && slot && *slot > 1) {
-		uint64_t key = XXH3_64bits_withSeed(w->frag->in + w->frag->in_len,
-						    len, len) | 1;
-
-		slot = u64map_get(&w->tail_hash, key, &isnew);
-		if (!slot)
-			return writer_fail(w, -ENOMEM, "allocating", n);
-		if (!isnew) {
-			sqw_node_t *m = (sqw_node_t *)(uintptr_t)*slot;
-			uint32_t mlen = (uint32_t)(m->a.size % w->bs);
-
-			/* The tail is still in the buffer; compare with m's. */
-			if (mlen == len) {
-				struct rd rm;
-
-				ret = rd_open(w, m, &rm);
-				if (!ret)
-					ret = rd_block(&rm, m->a.size - len, len, w->rbuf);
-				rd_close(&rm);
-				if (ret < 0)
-					return ret;
-				if (ret == 1)
-					memset(w->rbuf, 0, len);
-				equal = !memcmp(w->rbuf, w->frag->in + w->frag->in_len, len);
-				if (equal) {
-					n->frag_index = m->frag_index;
-					n->frag_offset = m->frag_offset;
-					w->st->dedup_tails++;
-					return 0;
-				}
-			}
-		} else {
-			*slot = (uint64_t)(uintptr_t)n;
-		}
-	}
+	memcpy(w->frag->in + w->frag->in_len, w->rbuf2, len);
 	n->frag_index = w->frag->index;
 	n->frag_offset = w->frag->in_len;
 	w->frag->in_len += len;
@@ -443,6 +449,8 @@ int data_write(struct writer *w)
 		ret = file_write(w, w->files[i]);
 		if (ret)
 			goto fail;
+		if (w->opts->progress && (i & 63) == 63)
+			w->opts->progress(w->opts->progress_arg, w->st);
 	}
 	ret = frag_submit(w);
 	if (!ret)

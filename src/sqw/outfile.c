@@ -37,6 +37,8 @@ int outfile_append(struct outfile *o, const void *data, size_t len)
 {
 	int ret;
 
+	if (len == 0)
+		return 0;
 	if (len >= o->cap) {
 		/* Large blocks bypass the buffer: one copy fewer. */
 		ret = outfile_flush(o);

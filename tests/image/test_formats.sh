@@ -1,0 +1,259 @@
+#!/bin/bash
+# test_formats.sh SQFS_PACK
+#
+# Pack the mktree.sh tree with every compressor (and non-default compressor
+# options), then judge each image with independent readers:
+#   (a) the kernel driver (loop mount) + compare_tree   (not for lzma: the
+#       kernel has no lzma support)
+#   (b) unsquashfs -d extraction + compare_tree
+#   (c) sqfsdiff -T against mksquashfs's image of the same tree and codec: no
+#       difference in entries, types, permissions, owners, timestamps, device
+#       numbers, symlink targets, file contents (sqfsdiff does not look at
+#       xattrs; (a), (b) and (d) do)
+#   (d) squashfuse + compare_tree (xattrs judged against squashfuse's view of
+#       the mksquashfs image, since squashfuse 0.1.105 mangles some xattrs)
+#   (e) rdsquashfs -l / succeeds
+# Then block sizes 4K and 1M, and the zstd layout/ownership variants.
+set -euo pipefail
+# shellcheck source=tests/image/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "${1-}"
+need_root
+need_loop
+need_fuse
+need_cmd python3 getfattr setfattr mksquashfs unsquashfs sqfsdiff rdsquashfs mknod
+
+source_tree "$WORK/fs"
+S=$WORK/fs
+MT=1700000000
+
+# Codec variants: "LABEL|SPEC|MKSQUASHFS_CODEC"
+VARIANTS=(
+	"gzip|gzip|gzip"
+	"xz|xz|xz"
+	"lzma|lzma|lzma"
+	"lz4|lz4|lz4"
+	"lzo|lzo|lzo"
+	"zstd|zstd|zstd"
+	"gzip-opts|gzip:1,window=10,strategy=filtered+rle|gzip"
+	"xz-opts|xz:6,dict=64K,bcj=x86+arm|xz"
+	"lz4-hc|lz4:hc|lz4"
+	"lzo-3|lzo:3|lzo"
+	"lzo1x_1|lzo,algorithm=lzo1x_1|lzo"
+	"zstd-19|zstd:19|zstd"
+)
+
+# ref_image CODEC: mksquashfs's image of the tree (made once per codec).
+ref_image() {
+	local ref=$S/ref-$1.sqfs
+	if [[ ! -f $ref ]]; then
+		mksquashfs "$SRC" "$ref" -noappend -comp "$1" -quiet -no-progress >/dev/null ||
+			{ log "FAIL: mksquashfs -comp $1 failed"; exit 1; }
+	fi
+	printf '%s\n' "$ref"
+}
+
+# check_sqfsdiff LABEL OURS REF: sqfsdiff must find nothing.  Lines saying only
+# that one image uses an extended inode where the other uses a basic one are
+# a representation choice (e.g. the extended file inode that records sparse
+# bytes), not a difference, and are allowed.
+check_sqfsdiff() {
+	local out rc=0 real
+	out=$(sqfsdiff -T -a "$2" -b "$3" 2>&1) || rc=$?
+	real=$(printf '%s\n' "$out" | grep -Ev ' has an extended type$| has a basic type$' | grep -v '^$' || true)
+	if [[ $rc -ne 0 && $rc -ne 1 ]] || [[ -n $real ]]; then
+		fail "[$1] sqfsdiff -T -a $2 -b $3 exited $rc:"
+		printf '%s\n' "$out" | head -40 >&2
+	fi
+}
+
+# judge LABEL IMG MKSQ_CODEC [kernel] [fuse]: all readers against $SRC.
+judge() {
+	local label=$1 img=$2 codec=$3 ref x out rc
+	if ! out=$(rdsquashfs -l / "$img" 2>&1 >/dev/null); then
+		fail "[$label] rdsquashfs -l / failed: $out"
+	fi
+	if [[ $codec != lzma ]]; then
+		mount_image "$img" "$S/mnt" || { fail "[$label] kernel mount"; return; }
+		compare_tree "$SRC" "$S/mnt" || fail "[$label] kernel mount differs from the source"
+		umount_quiet "$S/mnt"
+	fi
+	x=$S/extract
+	rm -rf -- "$x"
+	rc=0
+	out=$(unsquashfs -n -d "$x" "$img" 2>&1) || rc=$?
+	if ((rc)); then
+		fail "[$label] unsquashfs exited $rc: $(printf '%s\n' "$out" | tail -5)"
+	else
+		compare_tree "$SRC" "$x" || fail "[$label] unsquashfs extraction differs from the source"
+	fi
+	chmod -R u+rwx -- "$x" 2>/dev/null || true
+	rm -rf -- "$x"
+	ref=$(ref_image "$codec")
+	check_sqfsdiff "$label" "$img" "$ref"
+	# squashfuse: no lzma support at all (it says so for mksquashfs's image too)
+	if [[ $codec == lzma ]]; then
+		if squashfuse "$ref" "$S/fref" 2>/dev/null; then
+			umount_quiet "$S/fref"
+			fail "[$label] squashfuse reads mksquashfs's lzma image but was skipped"
+		fi
+		log "note: [$label] squashfuse cannot read lzma images; skipped"
+		return
+	fi
+	fuse_image "$img" "$S/fuse" || { fail "[$label] squashfuse mount"; return; }
+	fuse_image "$ref" "$S/fref" || { fail "[$label] squashfuse mount of the mksquashfs image"; return; }
+	CMP_NO_XATTRS=1 compare_tree "$SRC" "$S/fuse" ||
+		fail "[$label] squashfuse view differs from the source"
+	if ! out=$(diff -u --label "squashfuse mksquashfs-image" --label "squashfuse ours" \
+		<(xattr_listing "$S/fref" 2>&1) <(xattr_listing "$S/fuse" 2>&1)); then
+		fail "[$label] squashfuse xattrs differ from squashfuse's view of the mksquashfs image:"
+		printf '%s\n' "$out" | cut -c1-200 | head -30 >&2
+	fi
+	umount_quiet "$S/fuse"
+	umount_quiet "$S/fref"
+}
+
+for v in "${VARIANTS[@]}"; do
+	IFS='|' read -r label spec codec <<<"$v"
+	img=$S/img-$label.sqfs
+	log "== $label ($spec)"
+	pack -c "$spec" --mkfs-time "$MT" "$SRC" "$img" || { fail "[$label] packing"; continue; }
+	judge "$label" "$img" "$codec"
+	rm -f -- "$img"
+done
+
+# Block sizes with one codec.
+for bs in 4K 1M; do
+	log "== zstd -b $bs"
+	img=$S/img-bs$bs.sqfs
+	pack -c zstd -b "$bs" --mkfs-time "$MT" "$SRC" "$img" || { fail "[-b $bs] packing"; continue; }
+	if ! unsquashfs -s "$img" | grep -qx "Block size $((${bs%?} * (${bs: -1} == K ? 1024 : 1048576)))"; then
+		fail "[-b $bs] superblock block size: $(unsquashfs -s "$img" | grep 'Block size')"
+	fi
+	judge "zstd -b $bs" "$img" zstd
+	rm -f -- "$img"
+done
+
+# --- zstd variants: kernel mount + the property the option promises -------------
+variant() {	# variant NAME [sqfs-pack options...]: pack, kernel-mount at $S/mnt
+	local name=$1
+	shift
+	log "== zstd $name"
+	VIMG=$S/var.sqfs
+	pack -c zstd --mkfs-time "$MT" "$@" "$SRC" "$VIMG" || { fail "[$name] packing"; return 1; }
+	rdsquashfs -l / "$VIMG" >/dev/null || fail "[$name] rdsquashfs -l / failed"
+	mount_image "$VIMG" "$S/mnt" || { fail "[$name] kernel mount"; return 1; }
+}
+end_variant() {
+	umount_quiet "$S/mnt"
+	rm -f -- "$VIMG"
+}
+# stat_of IMG PATH: rdsquashfs's view of one inode
+stat_of() { rdsquashfs -s "$2" "$1"; }
+frag_of() { stat_of "$1" "$2" | awk '/^Fragment index:/{i=$3} /^Fragment offset:/{o=$3} END{print i ":" o}'; }
+start_of() { stat_of "$1" "$2" | awk '/^Blocks start:/{print $3}'; }
+sparse_blocks() { stat_of "$1" "$2" | grep -c 'size: 0 ' || true; }
+
+# Default layout facts the variants are measured against.
+pack -c zstd --mkfs-time "$MT" "$SRC" "$S/default.sqfs" || fail "packing the default image"
+D0=$S/default.sqfs
+[[ $(frag_of "$D0" /files/multi) == 0xFFFFFFFF:* ]] ||
+	fail "[default] the tail of a multi-block file is in a fragment without --always-fragments"
+[[ $(frag_of "$D0" /files/one) != 0xFFFFFFFF:* ]] || fail "[default] a 1-byte file is not in a fragment"
+[[ $(start_of "$D0" /dup/a/big) == "$(start_of "$D0" /dup/b/big)" ]] ||
+	fail "[default] identical files are not shared"
+[[ $(frag_of "$D0" /dup/a/small) == "$(frag_of "$D0" /dup/b/small)" ]] ||
+	fail "[default] identical small files do not share a fragment"
+(($(sparse_blocks "$D0" /sparse/hole_aligned) == 3)) ||
+	fail "[default] sparse/hole_aligned: expected 3 sparse blocks, rdsquashfs shows $(sparse_blocks "$D0" /sparse/hole_aligned)"
+(($(sparse_blocks "$D0" /files/zero_blocks) == 3)) ||
+	fail "[default] files/zero_blocks: expected 3 zero blocks stored sparse"
+unsquashfs -s "$D0" | grep -qx 'Filesystem is exportable via NFS' || fail "[default] no export table"
+
+# The whole content once, holes included, through the kernel (compare_tree
+# otherwise samples the holes of the two huge sparse files).
+log "== zstd default, full read of every file through the kernel"
+mount_image "$D0" "$S/mnt" && {
+	CMP_FULL=1 compare_tree "$SRC" "$S/mnt" || fail "[default, full read] kernel mount differs"
+	umount_quiet "$S/mnt"
+}
+
+if variant --no-fragments --no-fragments; then
+	compare_tree "$SRC" "$S/mnt" || fail "[--no-fragments] differs from the source"
+	unsquashfs -s "$VIMG" | grep -qx 'Number of fragments 0' ||
+		fail "[--no-fragments] the image has fragments: $(unsquashfs -s "$VIMG" | grep -i fragment)"
+	[[ $(frag_of "$VIMG" /files/one) == 0xFFFFFFFF:* ]] || fail "[--no-fragments] files/one is in a fragment"
+	end_variant
+fi
+if variant --always-fragments --always-fragments; then
+	compare_tree "$SRC" "$S/mnt" || fail "[--always-fragments] differs from the source"
+	f1=$(frag_of "$VIMG" /files/multi)
+	[[ $f1 != 0xFFFFFFFF:* ]] || fail "[--always-fragments] the tail of files/multi is not in a fragment"
+	t1=$(frag_of "$VIMG" /tails/t1)
+	for t in t2 t3 t4_tail_only; do
+		[[ $(frag_of "$VIMG" "/tails/$t") == "$t1" ]] ||
+			fail "[--always-fragments] identical tails not shared: t1 $t1, $t $(frag_of "$VIMG" "/tails/$t")"
+	done
+	unsquashfs -s "$VIMG" | grep -qx 'Always-use-fragments option is specified' ||
+		fail "[--always-fragments] superblock flag ALWAYS_FRAGMENTS not set"
+	end_variant
+fi
+if variant --no-exports --no-exports; then
+	compare_tree "$SRC" "$S/mnt" || fail "[--no-exports] differs from the source"
+	unsquashfs -s "$VIMG" | grep -qx 'Filesystem is not exportable via NFS' ||
+		fail "[--no-exports] the image still has an export table"
+	end_variant
+fi
+if variant --no-xattrs --no-xattrs; then
+	CMP_NO_XATTRS=1 compare_tree "$SRC" "$S/mnt" || fail "[--no-xattrs] differs from the source"
+	out=$(xattr_listing "$S/mnt")
+	[[ -z $out ]] || { fail "[--no-xattrs] xattrs appear in the image:"; printf '%s\n' "$out" | head -5 | cut -c1-120 >&2; }
+	unsquashfs -s "$VIMG" | grep -qx 'Xattrs are not stored' || fail "[--no-xattrs] the image has an xattr table"
+	end_variant
+fi
+if variant --no-dedup --no-dedup; then
+	compare_tree "$SRC" "$S/mnt" || fail "[--no-dedup] differs from the source"
+	[[ $(start_of "$VIMG" /dup/a/big) != "$(start_of "$VIMG" /dup/b/big)" ]] ||
+		fail "[--no-dedup] identical files still share blocks"
+	[[ $(frag_of "$VIMG" /dup/a/small) != "$(frag_of "$VIMG" /dup/b/small)" ]] ||
+		fail "[--no-dedup] identical small files still share a fragment entry"
+	# hard links are one inode, never "duplicates": still one inode
+	[[ $(stat -c %i "$S/mnt/links/a/orig") == "$(stat -c %i "$S/mnt/links/b/second")" ]] ||
+		fail "[--no-dedup] hard links were split"
+	end_variant
+fi
+if variant --no-sparse --no-sparse; then
+	compare_tree "$SRC" "$S/mnt" || fail "[--no-sparse] differs from the source"
+	for f in /sparse/hole_aligned /files/zero_blocks /sparse/hole_unaligned; do
+		n=$(sparse_blocks "$VIMG" "$f")
+		((n == 0)) || fail "[--no-sparse] $f still has $n sparse blocks"
+	done
+	end_variant
+fi
+if variant --all-root --all-root; then
+	CMP_IGNORE="uid gid" compare_tree "$SRC" "$S/mnt" || fail "[--all-root] differs from the source"
+	out=$(find "$S/mnt" \( ! -uid 0 -o ! -gid 0 \) -printf '%P %U:%G\n' | head -5)
+	[[ -z $out ]] || fail "[--all-root] entries not owned by 0:0: $out"
+	end_variant
+fi
+if variant "--force-uid 7" --force-uid 7; then
+	CMP_IGNORE="uid" compare_tree "$SRC" "$S/mnt" || fail "[--force-uid 7] differs from the source (gids must be kept)"
+	out=$(find "$S/mnt" ! -uid 7 -printf '%P %U\n' | head -5)
+	[[ -z $out ]] || fail "[--force-uid 7] entries not owned by uid 7: $out"
+	end_variant
+fi
+if variant "--force-gid 9" --force-gid 9; then
+	CMP_IGNORE="gid" compare_tree "$SRC" "$S/mnt" || fail "[--force-gid 9] differs from the source (uids must be kept)"
+	out=$(find "$S/mnt" ! -gid 9 -printf '%P %G\n' | head -5)
+	[[ -z $out ]] || fail "[--force-gid 9] entries not in group 9: $out"
+	end_variant
+fi
+if variant "--all-time 12345" --all-time 12345; then
+	CMP_IGNORE="mtime" compare_tree "$SRC" "$S/mnt" || fail "[--all-time 12345] differs from the source"
+	out=$(find "$S/mnt" -printf '%P %T@\n' | grep -v ' 12345\.0*$' | head -5 || true)
+	[[ -z $out ]] || fail "[--all-time 12345] entries with another mtime: $out"
+	end_variant
+fi
+
+finish
