@@ -131,18 +131,25 @@ static const struct flag_opt flags[] = {
 
 #define BAD(...) do { snprintf(msg, msglen, __VA_ARGS__); return -EINVAL; } while (0)
 
-int cli_opt_set(struct cli_opts *o, const char *key, const char *val,
+int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 		char *msg, size_t msglen)
 {
+	char key[32];
 	uint64_t v;
 	int64_t t;
 	size_t i;
+
+	/* "block-size" (command line) and "block_size" (-o) are one key; */
+	/* messages keep the spelling the user typed. */
+	for (i = 0; name[i] && i < sizeof(key) - 1; i++)
+		key[i] = name[i] == '-' ? '_' : name[i];
+	key[i] = '\0';
 
 	for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
 		if (strcmp(key, flags[i].key))
 			continue;
 		if (val)
-			BAD("option '%s' takes no value", key);
+			BAD("option '%s' takes no value", name);
 		o->img.flags |= flags[i].flag;
 		return 0;
 	}
@@ -154,35 +161,35 @@ int cli_opt_set(struct cli_opts *o, const char *key, const char *val,
 		val = "";
 	if (!strcmp(key, "comp")) {
 		if (!*val || strlen(val) >= sizeof(o->comp_spec))
-			BAD("comp: give a compressor as NAME[:LEVEL][,OPTION...]");
+			BAD("%s: give a compressor as NAME[:LEVEL][,OPTION...]", name);
 		snprintf(o->comp_spec, sizeof(o->comp_spec), "%s", val);
 	} else if (!strcmp(key, "block_size")) {
 		if (cli_parse_size(val, &v) || v < 4096 || v > (1u << 20) ||
 		    (v & (v - 1)))
-			BAD("block_size '%s': must be a power of two from 4K to 1M", val);
+			BAD("%s '%s': must be a power of two from 4K to 1M", name, val);
 		o->block_size = (uint32_t)v;
 	} else if (!strcmp(key, "jobs")) {
 		if (parse_u64(val, 1024, &v) || v == 0)
-			BAD("jobs '%s': must be a number from 1 to 1024", val);
+			BAD("%s '%s': must be a number from 1 to 1024", name, val);
 		o->img.jobs = (unsigned)v;
 	} else if (!strcmp(key, "queue")) {
 		if (parse_u64(val, 1u << 20, &v) || v < 2)
-			BAD("queue '%s': must be a number of blocks, at least 2", val);
+			BAD("%s '%s': must be a number of blocks, at least 2", name, val);
 		o->img.queue = (unsigned)v;
 	} else if (!strcmp(key, "mkfs_time")) {
 		if (parse_time(val, &t))
-			BAD("mkfs_time '%s': give seconds since 1970 (0..4294967295) or 'now'", val);
+			BAD("%s '%s': give seconds since 1970 (0..4294967295) or 'now'", name, val);
 		o->img.mkfs_time = (uint32_t)t;
 	} else if (!strcmp(key, "all_time")) {
 		if (parse_time(val, &t))
-			BAD("all_time '%s': give seconds since 1970 (0..4294967295) or 'now'", val);
+			BAD("%s '%s': give seconds since 1970 (0..4294967295) or 'now'", name, val);
 		o->img.all_time = t;
 	} else if (!strcmp(key, "force_uid")) {
 		if (parse_id(val, 0, &o->img.force_uid))
-			BAD("force_uid '%s': not a uid or user name", val);
+			BAD("%s '%s': not a uid or user name", name, val);
 	} else if (!strcmp(key, "force_gid")) {
 		if (parse_id(val, 1, &o->img.force_gid))
-			BAD("force_gid '%s': not a gid or group name", val);
+			BAD("%s '%s': not a gid or group name", name, val);
 	} else {
 		return 1;
 	}
@@ -196,12 +203,12 @@ int cli_opts_finish(struct cli_opts *o, char *msg, size_t msglen)
 
 	if ((o->img.flags & SQW_OPT_NO_FRAGMENTS) &&
 	    (o->img.flags & SQW_OPT_ALWAYS_FRAGMENTS))
-		BAD("no_fragments and always_fragments cannot be combined");
+		BAD("--no-fragments (no_fragments) and --always-fragments (always_fragments) cannot be combined");
 	ret = sqw_comp_config_parse(&o->img.comp, o->comp_spec, o->block_size, &err);
 	if (ret == -ENOTSUP)
-		BAD("comp '%s': %s", o->comp_spec, err ? err : "compressor not built in");
+		BAD("--comp '%s': %s", o->comp_spec, err ? err : "compressor not built in");
 	if (ret)
-		BAD("comp '%s': %s", o->comp_spec, err ? err : "invalid");
+		BAD("--comp '%s': %s", o->comp_spec, err ? err : "invalid");
 	o->img.comp.block_size = o->block_size;
 	return 0;
 }

@@ -180,6 +180,9 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 				return fail(c, -EBADMSG, "negative size", raw);
 			at.size = (uint64_t)archive_entry_size(e);
 		}
+		if (S_ISLNK(at.mode) && (!archive_entry_symlink(e) ||
+					 !*archive_entry_symlink(e)))
+			return fail(c, -EBADMSG, "symlink with an empty target", raw);
 		ret = sqw_tree_add(c->tree, dir, name, len, &at,
 				   S_ISLNK(at.mode) ? archive_entry_symlink(e) : NULL,
 				   &n);

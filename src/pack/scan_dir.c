@@ -53,6 +53,7 @@ int dir_source_open(struct dir_source *ds, const char *root, FILE *warn)
 		int e = -errno;
 
 		free(ds->root);
+		ds->root = NULL;
 		return e;
 	}
 	return 0;

@@ -320,8 +320,10 @@ static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
 	if (ret == 1)
 		memset(w->rbuf2, 0, len);
 	ret = tail_dedup(w, n, w->rbuf2, len);
-	if (ret)
+	if (ret) {
+		w->st->progress_bytes += len;
 		return ret < 0 ? ret : 0;
+	}
 	if (!w->frag || w->frag->in_len + len > w->bs) {
 		ret = frag_submit(w);
 		if (!ret)
@@ -329,6 +331,7 @@ static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
 		if (ret)
 			return ret;
 	}
+	w->st->progress_bytes += len;
 	memcpy(w->frag->in + w->frag->in_len, w->rbuf2, len);
 	n->frag_index = w->frag->index;
 	n->frag_offset = w->frag->in_len;

@@ -132,6 +132,22 @@ sqw_tree_t *sqw_tree_create(void)
 	return t;
 }
 
+/* Find another live name of n after its first one went away. */
+static void first_refind(sqw_tree_t *t, sqw_node_t *n)
+{
+	size_t i;
+
+	n->first = NULL;
+	for (i = 0; t && i < t->nslots; i++) {
+		struct sqw_dentry *d = t->slots[i];
+
+		if (d && d != TOMBSTONE && d->node == n) {
+			n->first = d;
+			return;
+		}
+	}
+}
+
 static void subtree_free(sqw_tree_t *t, sqw_node_t *n)
 {
 	size_t i;
@@ -139,11 +155,13 @@ static void subtree_free(sqw_tree_t *t, sqw_node_t *n)
 	for (i = 0; i < n->nents; i++) {
 		sqw_node_t *c = n->ents[i]->node;
 
-		free(n->ents[i]);
 		if (node_is_dir(c))
 			subtree_free(t, c);
 		else if (--c->nlink == 0)
 			node_free(t, c);
+		else if (c->first == n->ents[i])
+			first_refind(t, c);
+		free(n->ents[i]);
 	}
 	node_free(t, n);
 }
@@ -319,7 +337,7 @@ int sqw_tree_remove(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 	} else if (--n->nlink == 0) {
 		node_free(t, n);
 	} else if (n->first == d) {
-		n->first = NULL;	/* found again lazily in sqw_node_path */
+		first_refind(t, n);
 	}
 	free(d);
 	return 0;
@@ -481,7 +499,8 @@ void tree_sort(sqw_node_t *n)
 {
 	size_t i;
 
-	qsort(n->ents, n->nents, sizeof(*n->ents), dentry_cmp);
+	if (n->nents > 1)
+		qsort(n->ents, n->nents, sizeof(*n->ents), dentry_cmp);
 	for (i = 0; i < n->nents; i++) {
 		n->ents[i]->index = i;
 		if (node_is_dir(n->ents[i]->node))

@@ -37,8 +37,11 @@ int buf_reserve(struct buf *b, size_t extra)
 
 int buf_append(struct buf *b, const void *data, size_t len)
 {
-	int ret = buf_reserve(b, len);
+	int ret;
 
+	if (len == 0)
+		return 0;
+	ret = buf_reserve(b, len);
 	if (ret)
 		return ret;
 	memcpy(b->data + b->len, data, len);

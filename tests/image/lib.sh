@@ -6,15 +6,23 @@
 # when CI=true: there it is a failure, so CI can never pass by skipping.
 
 export LC_ALL=C
+# Debian's interpreter when there is one: a version-manager shim costs ~0.1 s
+# a call, and one interpreter keeps the generated data the same everywhere.
+PYTHON3=/usr/bin/python3
+[[ -x $PYTHON3 ]] || PYTHON3=$(command -v python3 || echo python3)
+export PYTHON3
 TESTS_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 export TESTS_DIR
 
 SQFS_PACK=
 WORK=
+MAIN_PID=
 MOUNTS=()
 FAILURES=0
 
 log() { printf '%s\n' "$*" >&2; }
+# section TITLE: a progress line with the seconds since the test started.
+section() { printf '== [%3ds] %s\n' "$SECONDS" "$*" >&2; }
 
 # skip_or_fail MESSAGE: a capability is missing.
 skip_or_fail() {
@@ -67,6 +75,11 @@ start_test() {
 		exit 1
 	fi
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqfs-image-test.XXXXXX")
+	MAIN_PID=$BASHPID
+	# An unexpected failure (set -e) is a test failure (1), never a skip (77)
+	# or a usage error (2), and says where it happened.
+	set -E
+	trap 'log "FAIL: unexpected error at ${BASH_SOURCE[0]##*/}:$LINENO: $BASH_COMMAND"; exit 1' ERR
 	trap cleanup EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
@@ -75,7 +88,11 @@ start_test() {
 
 cleanup() {
 	local rc=$? i m
-	set +e
+	trap - ERR
+	set +eE
+	# A subshell that dies (e.g. of set -u) may run this trap too: only the
+	# test's own shell cleans up.
+	[[ $BASHPID == "${MAIN_PID-}" ]] || return 0
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
 		umount_quiet "${MOUNTS[i]}"
 	done
@@ -83,7 +100,8 @@ cleanup() {
 		# Anything still mounted below $WORK (innermost first).
 		while read -r m; do
 			umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
-		done < <(findmnt -rn -o TARGET 2>/dev/null | grep -F -- "$WORK" | sort -r)
+		done < <(findmnt -rn -o TARGET 2>/dev/null |
+			awk -v w="$WORK" '$0 == w || index($0, w "/") == 1' | sort -r)
 		chmod -R u+rwx -- "$WORK" 2>/dev/null
 		rm -rf -- "$WORK"
 	fi
@@ -129,6 +147,10 @@ umount_quiet() {
 	done
 	MOUNTS=("${keep[@]}")
 }
+
+# first N: the first N lines of stdin.  Unlike head, it reads everything, so
+# the writer never dies of SIGPIPE (which pipefail + set -e would turn fatal).
+first() { awk -v n="$1" 'NR <= n'; }
 
 # fail MESSAGE: record a failure, keep going.
 fail() {
@@ -188,7 +210,7 @@ xattr_listing() {
 
 # cmp_sparse SRC DST: data extents of SRC in full, holes sampled.
 cmp_sparse() {
-	python3 - "$1" "$2" <<'PY'
+	"$PYTHON3" - "$1" "$2" <<'PY'
 import os, sys
 src, dst = sys.argv[1], sys.argv[2]
 a, b = os.open(src, os.O_RDONLY), os.open(dst, os.O_RDONLY)
@@ -227,7 +249,7 @@ PY
 
 # compare_tree SRC DST: 0 if DST (a mounted or extracted image) matches SRC.
 compare_tree() {
-	local src=$1 dst=$2 ok=0 p n=0 out s b bs
+	local src=$1 dst=$2 ok=0 p n=0 out s b sb
 	local -a lines
 	if ! out=$(diff -u --label "source $src" --label "image $dst" \
 		<(tree_listing "$src") <(tree_listing "$dst")); then
@@ -239,22 +261,22 @@ compare_tree() {
 	if ! out=$(diff -u --label "source $src" --label "image $dst" \
 		<(device_listing "$src") <(device_listing "$dst")); then
 		log "device numbers differ:"
-		printf '%s\n' "$out" | head -40 >&2
+		printf '%s\n' "$out" | first 40 >&2
 		ok=1
 	fi
 	if [[ ${CMP_NO_XATTRS-} != 1 ]]; then
 		if ! out=$(diff -u --label "source $src" --label "image $dst" \
 			<(xattr_listing "$src") <(xattr_listing "$dst")); then
 			log "xattrs differ (first 40 lines, values in hex):"
-			printf '%s\n' "$out" | cut -c1-200 | head -40 >&2
+			printf '%s\n' "$out" | cut -c1-200 | first 40 >&2
 			ok=1
 		fi
 	fi
 	# Contents: every non-empty regular file present as a regular file in both.
-	while IFS= read -r -d '' p; do
+	while IFS= read -r -d '' sb && IFS= read -r -d '' p; do
 		[[ -f $dst/$p && ! -L $dst/$p ]] || continue
-		read -r s b bs < <(stat -c '%s %b %B' -- "$src/$p")
-		if [[ ${CMP_FULL-} != 1 ]] && ((s > 64 * 1048576 && b * bs < s)); then
+		read -r s b <<<"$sb"
+		if [[ ${CMP_FULL-} != 1 ]] && ((s > 64 * 1048576 && b * 512 < s)); then
 			out=$(cmp_sparse "$src/$p" "$dst/$p" 2>&1) || {
 				log "content: $out"
 				ok=1
@@ -266,7 +288,7 @@ compare_tree() {
 			n=$((n + 1))
 		fi
 		((n < 20)) || { log "(more content differences not shown)"; break; }
-	done < <(find "$src" -type f -size +0 -printf '%P\0')
+	done < <(find "$src" -type f -size +0 -printf '%s %b\0%P\0')
 	return $ok
 }
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# mktree.sh [--no-sockets] DIR
+# mktree.sh [--tar] DIR
 #
 # Build a deterministic edge-case source tree in DIR (created; must not exist
 # or be empty).  Everything -- names, contents, modes, owners, mtimes, xattrs,
@@ -11,18 +11,19 @@
 # ea_inode does not).  The sparse files need a filesystem with holes; the
 # apparent size is about 5.1 GiB, the real size a few MiB.
 #
-# --no-sockets: leave the unix socket out (GNU tar cannot archive sockets).
+# --tar: only what GNU tar can archive: no unix socket, and no hard-linked
+#        FIFO (GNU tar stores each FIFO name as a FIFO of its own).
 #
 # Exit status: 0 done, 1 failure (e.g. the filesystem refused an xattr).
 set -euo pipefail
 
-sockets=1
-if [[ ${1-} == --no-sockets ]]; then
-	sockets=0
+tar_safe=0
+if [[ ${1-} == --tar ]]; then
+	tar_safe=1
 	shift
 fi
 if [[ $# -ne 1 ]]; then
-	echo "usage: $0 [--no-sockets] DIR" >&2
+	echo "usage: $0 [--tar] DIR" >&2
 	exit 1
 fi
 D=$1
@@ -34,11 +35,13 @@ fi
 D=$(cd -- "$D" && pwd)
 umask 022
 export LC_ALL=C
+PY3=/usr/bin/python3
+[[ -x $PY3 ]] || PY3=python3
 
 BS=131072
 
 # --- contents, names, the big directory: one python3 pass --------------------
-python3 - "$D" "$BS" <<'PY'
+"$PY3" - "$D" "$BS" <<'PY'
 import os, random, sys
 
 D, BS = sys.argv[1].encode(), int(sys.argv[2])
@@ -171,10 +174,10 @@ write(os.path.join(deep, b"leaf"), b"deepest\n")
 PY
 
 # --- non-sparse zero blocks, written as data with dd --------------------------
-python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(400).randbytes(131072))' \
+"$PY3" -c 'import random,sys; sys.stdout.buffer.write(random.Random(400).randbytes(131072))' \
 	>"$D/files/zero_blocks"
 dd if=/dev/zero bs=$BS count=3 status=none >>"$D/files/zero_blocks"
-python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(401).randbytes(131072+5000))' \
+"$PY3" -c 'import random,sys; sys.stdout.buffer.write(random.Random(401).randbytes(131072+5000))' \
 	>>"$D/files/zero_blocks"
 dd if=/dev/zero of="$D/files/all_zero" bs=1024 count=300 status=none
 dd if=/dev/zero of="$D/files/zero_block_exact" bs=$BS count=1 status=none
@@ -187,13 +190,15 @@ ln "$D/links/a/orig" "$D/xattr/third_name"
 setfattr -n user.hardlink -v "shared by three names" "$D/links/a/orig"
 : >"$D/links/empty1"
 ln "$D/links/empty1" "$D/links/b/empty2"
-python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(500).randbytes(300000))' \
+"$PY3" -c 'import random,sys; sys.stdout.buffer.write(random.Random(500).randbytes(300000))' \
 	>"$D/links/big1"
 ln "$D/links/big1" "$D/links/a/big2"
 ln -s "target-of-linked-symlink" "$D/links/sym1"
 ln -P "$D/links/sym1" "$D/links/b/sym2"
 mkfifo -m 0640 "$D/links/fifo1"
-ln "$D/links/fifo1" "$D/links/a/fifo2"
+if ((!tar_safe)); then
+	ln "$D/links/fifo1" "$D/links/a/fifo2"
+fi
 
 # --- symlinks -----------------------------------------------------------------
 mkdir -p "$D/sym"
@@ -219,8 +224,8 @@ mknod -m 0644 "$D/dev/chr_4095_1048575" c 4095 1048575
 mkfifo -m 0622 "$D/dev/fifo"
 setfattr -n trusted.dev -v "on a device" "$D/dev/chr_259_70000"
 setfattr -n trusted.fifo -v "on a fifo" "$D/dev/fifo"
-if ((sockets)); then
-	python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$D/dev/socket"
+if ((!tar_safe)); then
+	"$PY3" -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$D/dev/socket"
 	chmod 0755 "$D/dev/socket"
 fi
 
@@ -254,7 +259,7 @@ chown 1000:1000 "$D/owners/suid_1000"
 chmod 6750 "$D/owners/suid_1000"
 
 # --- xattrs ---------------------------------------------------------------------
-python3 - "$D" <<'PY'
+"$PY3" - "$D" <<'PY'
 import os, random, sys
 D = sys.argv[1]
 def f(name, content=b""):
@@ -295,7 +300,7 @@ x(D, "user.root", b"xattr on the root directory")
 PY
 
 # --- mtimes: deterministic per path, then the special ones ---------------------
-python3 - "$D" <<'PY'
+"$PY3" - "$D" <<'PY'
 import os, sys, zlib
 D = sys.argv[1].encode()
 for root, dirs, files in os.walk(D):

@@ -617,6 +617,55 @@ static void test_destroy_in_flight(void **state)
 	assert_int_equal(tcomp_live, 0);
 }
 
+/*
+ * Dequeued jobs may be held before release: after the pool drains, a new
+ * submission is what the next dequeue returns, not a held job.
+ */
+static void test_hold_after_drain(void **state)
+{
+	struct tcomp *proto = tcomp_new();
+	unsigned jobs;
+
+	(void)state;
+	for (jobs = 0; jobs <= 3; jobs++) {
+		struct bp_job *a, *b, *c, *d;
+		int err;
+		struct bp *bp = bp_create(jobs, 3, &proto->base, BS, &err);
+
+		assert_non_null(bp);
+		a = bp_get_job(bp);
+		a->in_len = 100;
+		memset(a->in, 'a', 100);
+		a->index = 1;
+		bp_submit(bp, a);
+		b = bp_get_job(bp);
+		b->in_len = 100;
+		memset(b->in, 'b', 100);
+		b->index = 2;
+		bp_submit(bp, b);
+		assert_ptr_equal(bp_dequeue(bp), a);
+		assert_ptr_equal(bp_dequeue(bp), b);
+		assert_null(bp_dequeue(bp));
+		/* a and b are still held by the caller. */
+		c = bp_get_job(bp);
+		assert_non_null(c);
+		assert_true(c != a && c != b);
+		c->in_len = 100;
+		memset(c->in, 'c', 100);
+		c->index = 3;
+		bp_submit(bp, c);
+		d = bp_dequeue(bp);
+		assert_ptr_equal(d, c);
+		assert_int_equal(d->index, 3);
+		assert_null(bp_dequeue(bp));
+		bp_release(bp, a);
+		bp_release(bp, b);
+		bp_release(bp, c);
+		bp_destroy(bp);
+	}
+	tcomp_destroy(&proto->base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -625,6 +674,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_create_copy_fails),
 		cmocka_unit_test(test_destroy_in_flight),
+		cmocka_unit_test(test_hold_after_drain),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -92,13 +92,9 @@ static const struct option longopts[] = {
 
 static int set_key(struct cli_opts *o, const char *name, const char *val)
 {
-	char key[32], msg[256];
-	size_t i;
+	char msg[256];
 
-	for (i = 0; name[i] && i < sizeof(key) - 1; i++)
-		key[i] = name[i] == '-' ? '_' : name[i];
-	key[i] = '\0';
-	if (cli_opt_set(o, key, val, msg, sizeof(msg)) != 0) {
+	if (cli_opt_set(o, name, val, msg, sizeof(msg)) != 0) {
 		fprintf(stderr, "%s: --%s\n", prog, msg);
 		return -1;
 	}
@@ -142,7 +138,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, int *tar)
 		return -1;
 	}
 	if (cli_opts_finish(o, msg, sizeof(msg))) {
-		fprintf(stderr, "%s: --%s\n", prog, msg);
+		fprintf(stderr, "%s: %s\n", prog, msg);
 		return -1;
 	}
 	return 0;
@@ -203,7 +199,6 @@ int main(int argc, char **argv)
 		}
 		if (tar_read(STDIN_FILENO, tree, sp, !(o.img.flags & SQW_OPT_NO_XATTRS),
 			     o.img.mkfs_time, stderr, &perr)) {
-			fprintf(stderr, "%s: reading the archive: ", prog);
 			report_pack_err(&perr);
 			goto out;
 		}

@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The staged tree: nodes by inode number, directory entries, xattrs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "stage/stage.h"
+
+static size_t hash_ino(fuse_ino_t ino, size_t mask)
+{
+	uint64_t h = ino * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 17) & mask;
+}
+
+static size_t hash_name(const char *name, size_t len, size_t mask)
+{
+	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 1099511628211ull;
+	}
+	return (size_t)(h ^ (h >> 29)) & mask;
+}
+
+static int itab_grow(struct stage *s)
+{
+	size_t n = s->islots ? s->islots * 2 : 4096, i;
+	struct snode **t = calloc(n, sizeof(*t)), *p, *next;
+
+	if (!t)
+		return -ENOMEM;
+	for (i = 0; i < s->islots; i++) {
+		for (p = s->itab[i]; p; p = next) {
+			size_t h = hash_ino(p->ino, n - 1);
+
+			next = p->hnext;
+			p->hnext = t[h];
+			t[h] = p;
+		}
+	}
+	free(s->itab);
+	s->itab = t;
+	s->islots = n;
+	return 0;
+}
+
+struct snode *stage_get(struct stage *s, fuse_ino_t ino)
+{
+	struct snode *p;
+
+	if (!s->islots)
+		return NULL;
+	for (p = s->itab[hash_ino(ino, s->islots - 1)]; p; p = p->hnext)
+		if (p->ino == ino)
+			return p;
+	return NULL;
+}
+
+void node_touch(struct snode *n, int mtime, int ctime)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (mtime)
+		n->mtime = now;
+	if (ctime)
+		n->ctime = now;
+}
+
+struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
+			     dev_t rdev)
+{
+	struct snode *n;
+	size_t h;
+
+	if (s->inodes + 1 > s->islots / 2 && itab_grow(s))
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->ino = s->next_ino++;
+	n->mode = mode;
+	n->uid = uid;
+	n->gid = gid;
+	n->rdev = rdev;
+	clock_gettime(CLOCK_REALTIME, &n->mtime);
+	n->atime = n->ctime = n->mtime;
+	h = hash_ino(n->ino, s->islots - 1);
+	n->hnext = s->itab[h];
+	s->itab[h] = n;
+	s->inodes++;
+	return n;
+}
+
+void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%llu", s->datadir, (unsigned long long)ino);
+}
+
+static void node_destroy(struct snode *n)
+{
+	size_t i;
+
+	for (i = 0; i < n->nxattrs; i++) {
+		free(n->xattrs[i].name);
+		free(n->xattrs[i].value);
+	}
+	free(n->xattrs);
+	free(n->target);
+	free(n->tab);
+	free(n);
+}
+
+/* Free n if nothing refers to it any more. */
+void stage_maybe_free(struct stage *s, struct snode *n)
+{
+	struct snode **pp;
+
+	if (n->links || n->nlookup || n->opens || n == s->root)
+		return;
+	for (pp = &s->itab[hash_ino(n->ino, s->islots - 1)]; *pp; pp = &(*pp)->hnext) {
+		if (*pp == n) {
+			*pp = n->hnext;
+			break;
+		}
+	}
+	s->inodes--;
+	node_destroy(n);
+}
+
+void node_unlinked(struct stage *s, struct snode *n)
+{
+	char p[64];
+
+	n->links--;
+	node_touch(n, 0, 1);
+	if (!n->links && S_ISREG(n->mode)) {
+		/* Open handles keep their own fds, so the data lives on. */
+		snprintf(p, sizeof(p), "%llu", (unsigned long long)n->ino);
+		unlinkat(s->datafd, p, 0);
+	}
+}
+
+int stage_init(struct stage *s, uid_t uid, gid_t gid)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->released, NULL);
+	s->next_ino = FUSE_ROOT_ID;
+	s->root = stage_new_node(s, S_IFDIR | 0755, uid, gid, 0);
+	if (!s->root)
+		return -ENOMEM;
+	s->root->links = 1;
+	s->root->parent = s->root;
+	s->gen = 1;
+	return 0;
+}
+
+void stage_free(struct stage *s)
+{
+	size_t i;
+	struct snode *p, *next;
+
+	for (i = 0; i < s->islots; i++) {
+		for (p = s->itab[i]; p; p = next) {
+			size_t j;
+
+			next = p->hnext;
+			for (j = 0; j < p->nslots; j++) {
+				struct sdirent *d, *dn;
+
+				for (d = p->tab[j]; d; d = dn) {
+					dn = d->next;
+					free(d);
+				}
+			}
+			node_destroy(p);
+		}
+	}
+	free(s->itab);
+	s->itab = NULL;
+	s->islots = 0;
+}
+
+struct sdirent *dir_find(const struct snode *dir, const char *name, size_t len)
+{
+	struct sdirent *d;
+
+	if (!dir->nslots)
+		return NULL;
+	for (d = dir->tab[hash_name(name, len, dir->nslots - 1)]; d; d = d->next)
+		if (d->len == len && !memcmp(d->name, name, len))
+			return d;
+	return NULL;
+}
+
+static int dir_grow(struct snode *dir)
+{
+	size_t n = dir->nslots ? dir->nslots * 2 : 8, i;
+	struct sdirent **t = calloc(n, sizeof(*t)), *d, *next;
+
+	if (!t)
+		return -ENOMEM;
+	for (i = 0; i < dir->nslots; i++) {
+		for (d = dir->tab[i]; d; d = next) {
+			size_t h = hash_name(d->name, d->len, n - 1);
+
+			next = d->next;
+			d->next = t[h];
+			t[h] = d;
+		}
+	}
+	free(dir->tab);
+	dir->tab = t;
+	dir->nslots = n;
+	return 0;
+}
+
+int dir_add(struct snode *dir, const char *name, size_t len, struct snode *n)
+{
+	struct sdirent *d;
+	size_t h;
+
+	if (dir->nents + 1 > dir->nslots && dir_grow(dir))
+		return -ENOMEM;
+	d = malloc(sizeof(*d) + len + 1);
+	if (!d)
+		return -ENOMEM;
+	d->node = n;
+	d->len = len;
+	memcpy(d->name, name, len);
+	d->name[len] = '\0';
+	h = hash_name(name, len, dir->nslots - 1);
+	d->next = dir->tab[h];
+	dir->tab[h] = d;
+	dir->nents++;
+	n->links++;
+	if (S_ISDIR(n->mode)) {
+		n->parent = dir;
+		dir->nsubdirs++;
+	}
+	return 0;
+}
+
+void dir_del(struct snode *dir, const char *name, size_t len)
+{
+	struct sdirent **pp, *d;
+
+	for (pp = &dir->tab[hash_name(name, len, dir->nslots - 1)]; *pp; pp = &(*pp)->next) {
+		d = *pp;
+		if (d->len == len && !memcmp(d->name, name, len)) {
+			*pp = d->next;
+			dir->nents--;
+			if (S_ISDIR(d->node->mode))
+				dir->nsubdirs--;
+			free(d);
+			return;
+		}
+	}
+}
+
+void node_stat(const struct snode *n, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_mode = n->mode;
+	st->st_uid = n->uid;
+	st->st_gid = n->gid;
+	st->st_rdev = n->rdev;
+	st->st_nlink = S_ISDIR(n->mode) ? (n->links ? 2 + n->nsubdirs : 0) : n->links;
+	if (S_ISREG(n->mode))
+		st->st_size = (off_t)n->size;
+	else if (S_ISLNK(n->mode))
+		st->st_size = (off_t)strlen(n->target);
+	else if (S_ISDIR(n->mode))
+		st->st_size = (off_t)(n->nents + 2) * 32;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
+	st->st_atim = n->atime;
+	st->st_mtim = n->mtime;
+	st->st_ctim = n->ctime;
+}
+
+int xattr_name_ok(const char *name)
+{
+	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
+	       !strncmp(name, "security.", 9);
+}
+
+static struct sxattr *xfind(const struct snode *n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n->nxattrs; i++)
+		if (!strcmp(n->xattrs[i].name, name))
+			return &n->xattrs[i];
+	return NULL;
+}
+
+const struct sxattr *xattr_get(const struct snode *n, const char *name)
+{
+	return xfind(n, name);
+}
+
+int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int flags)
+{
+	struct sxattr *x = xfind(n, name), *arr;
+	void *copy;
+
+	if (x && (flags & XATTR_CREATE))
+		return -EEXIST;
+	if (!x && (flags & XATTR_REPLACE))
+		return -ENODATA;
+	copy = malloc(size ? size : 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, v, size);
+	if (x) {
+		free(x->value);
+		x->value = copy;
+		x->size = size;
+		return 0;
+	}
+	arr = realloc(n->xattrs, (n->nxattrs + 1) * sizeof(*arr));
+	if (!arr) {
+		free(copy);
+		return -ENOMEM;
+	}
+	n->xattrs = arr;
+	x = &arr[n->nxattrs];
+	x->name = strdup(name);
+	if (!x->name) {
+		free(copy);
+		return -ENOMEM;
+	}
+	x->value = copy;
+	x->size = size;
+	n->nxattrs++;
+	return 0;
+}
+
+int xattr_remove(struct snode *n, const char *name)
+{
+	struct sxattr *x = xfind(n, name);
+
+	if (!x)
+		return -ENODATA;
+	free(x->name);
+	free(x->value);
+	*x = n->xattrs[--n->nxattrs];
+	return 0;
+}

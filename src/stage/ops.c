@@ -1,0 +1,1217 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The FUSE low-level operations over the staged tree. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "stage/stage.h"
+#include "sqw/tree.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+struct fhandle {
+	int fd;
+	int writer;
+	struct snode *n;
+};
+
+struct dsnap {
+	char *name;
+	fuse_ino_t ino;
+	mode_t mode;
+};
+
+struct dhandle {
+	struct dsnap *ents;
+	size_t n;
+};
+
+void stage_log(const struct stage *s, int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (s->foreground) {
+		fprintf(stderr, "sqfs-stage: ");
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	} else {
+		vsyslog(prio, fmt, ap);
+	}
+	va_end(ap);
+}
+
+static struct stage *S(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void lock(struct stage *s)
+{
+	pthread_mutex_lock(&s->lock);
+}
+
+static void unlock(struct stage *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void fill_entry(struct fuse_entry_param *e, struct snode *n)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = n->ino;
+	e->generation = 1;
+	e->attr_timeout = STAGE_TIMEOUT;
+	e->entry_timeout = STAGE_TIMEOUT;
+	node_stat(n, &e->attr);
+}
+
+/* The directory ino, or an errno. */
+static int get_dir(struct stage *s, fuse_ino_t ino, const char *name,
+		   struct snode **dir)
+{
+	*dir = stage_get(s, ino);
+	if (!*dir)
+		return ENOENT;
+	if (!S_ISDIR((*dir)->mode))
+		return ENOTDIR;
+	if (name && strlen(name) > STAGE_NAME_MAX)
+		return ENAMETOOLONG;
+	if (name && !(*dir)->links)
+		return ENOENT;	/* removed directory */
+	return 0;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->max_write = 1u << 20;
+	conn->time_gran = 1;
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	conn->want &= ~FUSE_CAP_POSIX_ACL;
+}
+
+static void op_destroy(void *userdata)
+{
+	struct stage *s = userdata;
+	char *msg = NULL;
+	int ret = 0;
+
+	lock(s);
+	if (s->gen != s->sealed_gen) {
+		ret = stage_seal(s, &msg);
+		if (ret) {
+			stage_log(s, LOG_ERR,
+				  "sealing %s at unmount failed: %s; the staged file data is kept in %s "
+				  "(one file per inode number), but this version cannot rebuild the tree "
+				  "from it: fix the cause and stage again; to keep a mount alive when a "
+				  "seal fails, run 'sqfs-seal --keep' before unmounting",
+				  s->image, msg ? msg : "out of memory", s->datadir);
+		} else {
+			stage_log(s, LOG_INFO, "sealed %s at unmount: %s", s->image, msg);
+		}
+	}
+	if (!ret) {
+		stage_remove_spool(s);
+		s->final_status = 0;
+	} else {
+		s->final_status = 1;
+	}
+	free(msg);
+	unlock(s);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stage *s = S(req);
+	struct fuse_entry_param e;
+	struct snode *dir;
+	struct sdirent *d;
+	int err;
+
+	lock(s);
+	err = get_dir(s, parent, name, &dir);
+	if (err) {
+		unlock(s);
+		fuse_reply_err(req, err);
+		return;
+	}
+	d = dir_find(dir, name, strlen(name));
+	if (!d) {
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = STAGE_TIMEOUT;	/* negative entry */
+	} else {
+		d->node->nlookup++;
+		fill_entry(&e, d->node);
+	}
+	unlock(s);
+	fuse_reply_entry(req, &e);
+}
+
+static void do_forget(struct stage *s, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct snode *n = stage_get(s, ino);
+
+	if (!n)
+		return;
+	n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+	stage_maybe_free(s, n);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct stage *s = S(req);
+
+	lock(s);
+	do_forget(s, ino, nlookup);
+	unlock(s);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct stage *s = S(req);
+	size_t i;
+
+	lock(s);
+	for (i = 0; i < count; i++)
+		do_forget(s, forgets[i].ino, forgets[i].nlookup);
+	unlock(s);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	struct stat st;
+
+	(void)fi;
+	lock(s);
+	n = stage_get(s, ino);
+	if (n)
+		node_stat(n, &st);
+	unlock(s);
+	if (!n)
+		fuse_reply_err(req, ENOENT);
+	else
+		fuse_reply_attr(req, &st, STAGE_TIMEOUT);
+}
+
+static int truncate_node(struct stage *s, struct snode *n, off_t size,
+			 struct fuse_file_info *fi)
+{
+	char name[32];
+	int fd, ret = 0;
+
+	if (S_ISDIR(n->mode))
+		return EISDIR;
+	if (!S_ISREG(n->mode))
+		return EINVAL;
+	if (size < 0)
+		return EINVAL;
+	if (fi && fi->fh) {
+		if (ftruncate(((struct fhandle *)(uintptr_t)fi->fh)->fd, size))
+			return errno;
+	} else {
+		if (!n->links)
+			return ENOENT;
+		snprintf(name, sizeof(name), "%llu", (unsigned long long)n->ino);
+		fd = openat(s->datafd, name, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+		if (ftruncate(fd, size))
+			ret = errno;
+		close(fd);
+		if (ret)
+			return ret;
+	}
+	n->size = (uint64_t)size;
+	node_touch(n, 1, 1);
+	return 0;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct timespec now;
+	struct snode *n;
+	struct stat st;
+	int err = 0;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	lock(s);
+	n = stage_get(s, ino);
+	if (!n) {
+		err = ENOENT;
+		goto out;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		err = truncate_node(s, n, attr->st_size, fi);
+		if (err)
+			goto out;
+	}
+	if (to_set & FUSE_SET_ATTR_MODE)
+		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		n->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		n->gid = attr->st_gid;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		n->atime = now;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		n->atime = attr->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		n->mtime = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		n->mtime = attr->st_mtim;
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		n->ctime = attr->st_ctim;
+	else
+		n->ctime = now;
+	s->gen++;
+out:
+	if (!err)
+		node_stat(n, &st);
+	unlock(s);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_attr(req, &st, STAGE_TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	char *t = NULL;
+
+	lock(s);
+	n = stage_get(s, ino);
+	if (n && S_ISLNK(n->mode))
+		t = strdup(n->target);
+	unlock(s);
+	if (!n || !t)
+		fuse_reply_err(req, !n ? ENOENT : S_ISLNK(n->mode) ? ENOMEM : EINVAL);
+	else
+		fuse_reply_readlink(req, t);
+	free(t);
+}
+
+/*
+ * Create a node named name in parent; with fdp, a regular file's spool file
+ * stays open in *fdp.  Called with the lock held; returns 0 or an errno.
+ */
+static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev, const char *target,
+		     struct fuse_entry_param *e, int *fdp)
+{
+	struct stage *s = S(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct snode *dir, *n;
+	gid_t gid = ctx->gid;
+	char sname[32];
+	int err, fd = -1;
+
+	err = get_dir(s, parent, name, &dir);
+	if (err)
+		return err;
+	if (dir_find(dir, name, strlen(name)))
+		return EEXIST;
+	if (target && strlen(target) > SQW_SYMLINK_MAX)
+		return ENAMETOOLONG;
+	if (dir->mode & S_ISGID) {
+		gid = dir->gid;
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	n = stage_new_node(s, mode, ctx->uid, gid, rdev);
+	if (!n)
+		return ENOMEM;
+	if (target) {
+		n->target = strdup(target);
+		if (!n->target)
+			goto nomem;
+	}
+	if (S_ISREG(mode)) {
+		snprintf(sname, sizeof(sname), "%llu", (unsigned long long)n->ino);
+		fd = openat(s->datafd, sname, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			err = errno;
+			stage_maybe_free(s, n);
+			return err;
+		}
+	}
+	if (dir_add(dir, name, strlen(name), n)) {
+		if (fd >= 0) {
+			close(fd);
+			unlinkat(s->datafd, sname, 0);
+		}
+		goto nomem;
+	}
+	if (fdp)
+		*fdp = fd;
+	else if (fd >= 0)
+		close(fd);
+	node_touch(dir, 1, 1);
+	n->nlookup++;
+	s->gen++;
+	fill_entry(e, n);
+	return 0;
+nomem:
+	stage_maybe_free(s, n);
+	return ENOMEM;
+}
+
+static void reply_made(fuse_req_t req, int err, struct fuse_entry_param *e)
+{
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_entry(req, e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct stage *s = S(req);
+	struct fuse_entry_param e;
+	int err;
+
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+		break;
+	default:
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (!S_ISCHR(mode) && !S_ISBLK(mode))
+		rdev = 0;
+	lock(s);
+	err = make_node(req, parent, name, mode, rdev, NULL, &e, NULL);
+	unlock(s);
+	reply_made(req, err, &e);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct stage *s = S(req);
+	struct fuse_entry_param e;
+	int err;
+
+	lock(s);
+	err = make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &e, NULL);
+	unlock(s);
+	reply_made(req, err, &e);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct stage *s = S(req);
+	struct fuse_entry_param e;
+	int err;
+
+	lock(s);
+	err = make_node(req, parent, name, S_IFLNK | 0777, 0, link, &e, NULL);
+	unlock(s);
+	reply_made(req, err, &e);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stage *s = S(req);
+	struct snode *dir, *n;
+	struct sdirent *d;
+	int err;
+
+	lock(s);
+	err = get_dir(s, parent, name, &dir);
+	if (err)
+		goto out;
+	d = dir_find(dir, name, strlen(name));
+	if (!d) {
+		err = ENOENT;
+		goto out;
+	}
+	n = d->node;
+	if (S_ISDIR(n->mode)) {
+		err = EISDIR;
+		goto out;
+	}
+	dir_del(dir, name, strlen(name));
+	node_unlinked(s, n);
+	node_touch(dir, 1, 1);
+	stage_maybe_free(s, n);
+	s->gen++;
+out:
+	unlock(s);
+	fuse_reply_err(req, err);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stage *s = S(req);
+	struct snode *dir, *n;
+	struct sdirent *d;
+	int err;
+
+	lock(s);
+	err = get_dir(s, parent, name, &dir);
+	if (err)
+		goto out;
+	d = dir_find(dir, name, strlen(name));
+	if (!d) {
+		err = ENOENT;
+		goto out;
+	}
+	n = d->node;
+	if (!S_ISDIR(n->mode)) {
+		err = ENOTDIR;
+		goto out;
+	}
+	if (n->nents) {
+		err = ENOTEMPTY;
+		goto out;
+	}
+	dir_del(dir, name, strlen(name));
+	n->links = 0;
+	node_touch(n, 0, 1);
+	node_touch(dir, 1, 1);
+	stage_maybe_free(s, n);
+	s->gen++;
+out:
+	unlock(s);
+	fuse_reply_err(req, err);
+}
+
+/* Is a the directory d or one of its ancestors? */
+static int is_ancestor(const struct snode *a, const struct snode *d)
+{
+	for (;;) {
+		if (d == a)
+			return 1;
+		if (!d->parent || d->parent == d)
+			return 0;
+		d = d->parent;
+	}
+}
+
+static int do_rename(struct stage *s, fuse_ino_t parent, const char *name,
+		     fuse_ino_t newparent, const char *newname, unsigned flags)
+{
+	struct snode *sd, *dd, *n, *victim;
+	struct sdirent *src, *dst;
+	size_t len = strlen(name), newlen = strlen(newname);
+	int err;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return EINVAL;
+	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+		return EINVAL;
+	err = get_dir(s, parent, name, &sd);
+	if (!err)
+		err = get_dir(s, newparent, newname, &dd);
+	if (err)
+		return err;
+	src = dir_find(sd, name, len);
+	if (!src)
+		return ENOENT;
+	n = src->node;
+	dst = dir_find(dd, newname, newlen);
+	if (flags & RENAME_EXCHANGE) {
+		struct snode *m;
+		int ndir, mdir;
+
+		if (!dst)
+			return ENOENT;
+		m = dst->node;
+		if (m == n)
+			return 0;
+		ndir = S_ISDIR(n->mode);
+		mdir = S_ISDIR(m->mode);
+		if ((ndir && is_ancestor(n, dd)) || (mdir && is_ancestor(m, sd)))
+			return EINVAL;
+		src->node = m;
+		dst->node = n;
+		if (mdir)
+			m->parent = sd;
+		if (ndir)
+			n->parent = dd;
+		sd->nsubdirs = sd->nsubdirs + (size_t)mdir - (size_t)ndir;
+		dd->nsubdirs = dd->nsubdirs + (size_t)ndir - (size_t)mdir;
+		node_touch(n, 0, 1);
+		node_touch(m, 0, 1);
+		node_touch(sd, 1, 1);
+		node_touch(dd, 1, 1);
+		return 0;
+	}
+	victim = dst ? dst->node : NULL;
+	if (victim == n)
+		return 0;	/* two names of one file: POSIX says do nothing */
+	if (victim && (flags & RENAME_NOREPLACE))
+		return EEXIST;
+	if (S_ISDIR(n->mode)) {
+		if (is_ancestor(n, dd))
+			return EINVAL;
+		if (victim && !S_ISDIR(victim->mode))
+			return ENOTDIR;
+		if (victim && victim->nents)
+			return ENOTEMPTY;
+	} else if (victim && S_ISDIR(victim->mode)) {
+		return EISDIR;
+	}
+	if (victim) {
+		dir_del(dd, newname, newlen);
+		if (S_ISDIR(victim->mode)) {
+			victim->links = 0;
+			node_touch(victim, 0, 1);
+		} else {
+			node_unlinked(s, victim);
+		}
+	}
+	if (dir_add(dd, newname, newlen, n)) {
+		if (victim)
+			stage_maybe_free(s, victim);
+		return ENOMEM;
+	}
+	/* dir_add counted a link; the old name goes now. */
+	dir_del(sd, name, len);
+	n->links--;
+	node_touch(n, 0, 1);
+	node_touch(sd, 1, 1);
+	node_touch(dd, 1, 1);
+	if (victim)
+		stage_maybe_free(s, victim);
+	return 0;
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct stage *s = S(req);
+	int err;
+
+	lock(s);
+	err = do_rename(s, parent, name, newparent, newname, flags);
+	if (!err)
+		s->gen++;
+	unlock(s);
+	fuse_reply_err(req, err);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	struct stage *s = S(req);
+	struct fuse_entry_param e;
+	struct snode *dir, *n;
+	int err;
+
+	lock(s);
+	err = get_dir(s, newparent, newname, &dir);
+	if (err)
+		goto out;
+	n = stage_get(s, ino);
+	if (!n) {
+		err = ENOENT;
+		goto out;
+	}
+	if (S_ISDIR(n->mode)) {
+		err = EPERM;
+		goto out;
+	}
+	if (!n->links) {
+		err = ENOENT;
+		goto out;
+	}
+	if (dir_find(dir, newname, strlen(newname))) {
+		err = EEXIST;
+		goto out;
+	}
+	if (dir_add(dir, newname, strlen(newname), n)) {
+		err = ENOMEM;
+		goto out;
+	}
+	node_touch(n, 0, 1);
+	node_touch(dir, 1, 1);
+	n->nlookup++;
+	s->gen++;
+	fill_entry(&e, n);
+out:
+	unlock(s);
+	reply_made(req, err, &e);
+}
+
+/* Open the spool file of n for a new handle.  Lock held; errno or 0. */
+static int open_handle(struct stage *s, struct snode *n, int fd,
+		       struct fuse_file_info *fi)
+{
+	struct fhandle *h;
+	char name[32];
+
+	if (fd < 0) {
+		if (!n->links)
+			return ENOENT;
+		snprintf(name, sizeof(name), "%llu", (unsigned long long)n->ino);
+		fd = openat(s->datafd, name, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		close(fd);
+		return ENOMEM;
+	}
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && n->size) {
+		if (ftruncate(fd, 0)) {
+			int e = errno;
+
+			close(fd);
+			free(h);
+			return e;
+		}
+		n->size = 0;
+		node_touch(n, 1, 1);
+		s->gen++;
+	}
+	h->fd = fd;
+	h->n = n;
+	h->writer = (fi->flags & O_ACCMODE) != O_RDONLY;
+	n->opens++;
+	if (h->writer) {
+		n->writers++;
+		s->total_writers++;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->keep_cache = 1;
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	int err;
+
+	lock(s);
+	n = stage_get(s, ino);
+	if (!n)
+		err = ENOENT;
+	else if (S_ISDIR(n->mode))
+		err = EISDIR;
+	else if (!S_ISREG(n->mode))
+		err = ENXIO;
+	else
+		err = open_handle(s, n, -1, fi);
+	unlock(s);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_open(req, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct fuse_entry_param e;
+	int err, fd = -1;
+
+	lock(s);
+	err = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e, &fd);
+	if (!err) {
+		err = open_handle(s, stage_get(s, e.ino), fd, fi);
+		if (err) {
+			/* Undo: the kernel never saw the entry. */
+			struct snode *dir = stage_get(s, parent), *n = stage_get(s, e.ino);
+
+			dir_del(dir, name, strlen(name));
+			n->nlookup = 0;
+			node_unlinked(s, n);
+			stage_maybe_free(s, n);
+		}
+	}
+	unlock(s);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_create(req, &e, fi);
+}
+
+static struct fhandle *FH(struct fuse_file_info *fi)
+{
+	return (struct fhandle *)(uintptr_t)fi->fh;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	(void)ino;
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = FH(fi)->fd;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+/* After a write or an allocation: the size from the spool file. */
+static void data_changed(struct stage *s, struct fhandle *h)
+{
+	struct stat st;
+
+	lock(s);
+	if (!fstat(h->fd, &st))
+		h->n->size = (uint64_t)st.st_size;
+	node_touch(h->n, 1, 1);
+	s->gen++;
+	unlock(s);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
+			 off_t off, struct fuse_file_info *fi)
+{
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	struct fhandle *h = FH(fi);
+	ssize_t res;
+
+	(void)ino;
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = h->fd;
+	out.buf[0].pos = off;
+	res = fuse_buf_copy(&out, in, 0);
+	if (res < 0) {
+		fuse_reply_err(req, (int)-res);
+		return;
+	}
+	data_changed(S(req), h);
+	fuse_reply_write(req, (size_t)res);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct fhandle *h = FH(fi);
+
+	(void)ino;
+	close(h->fd);
+	lock(s);
+	h->n->opens--;
+	if (h->writer) {
+		h->n->writers--;
+		s->total_writers--;
+		pthread_cond_broadcast(&s->released);
+	}
+	stage_maybe_free(s, h->n);
+	unlock(s);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	int r;
+
+	(void)ino;
+	r = datasync ? fdatasync(FH(fi)->fd) : fsync(FH(fi)->fd);
+	fuse_reply_err(req, r ? errno : 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+			 off_t len, struct fuse_file_info *fi)
+{
+	(void)ino;
+	if (fallocate(FH(fi)->fd, mode, off, len)) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	data_changed(S(req), FH(fi));
+	fuse_reply_err(req, 0);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	off_t r;
+
+	(void)ino;
+	r = lseek(FH(fi)->fd, off, whence);
+	if (r < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, r);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct dhandle *h = NULL;
+	struct snode *n;
+	size_t i, k = 0;
+	int err = 0;
+
+	lock(s);
+	n = stage_get(s, ino);
+	if (!n) {
+		err = ENOENT;
+		goto out;
+	}
+	if (!S_ISDIR(n->mode)) {
+		err = ENOTDIR;
+		goto out;
+	}
+	h = calloc(1, sizeof(*h));
+	if (h)
+		h->ents = calloc(n->nents + 2, sizeof(*h->ents));
+	if (!h || !h->ents) {
+		err = ENOMEM;
+		goto out;
+	}
+	h->ents[k].name = strdup(".");
+	h->ents[k].ino = n->ino;
+	h->ents[k++].mode = n->mode;
+	h->ents[k].name = strdup("..");
+	h->ents[k].ino = n->parent ? n->parent->ino : n->ino;
+	h->ents[k++].mode = S_IFDIR;
+	for (i = 0; i < n->nslots; i++) {
+		struct sdirent *d;
+
+		for (d = n->tab[i]; d; d = d->next) {
+			h->ents[k].name = strdup(d->name);
+			h->ents[k].ino = d->node->ino;
+			h->ents[k++].mode = d->node->mode;
+		}
+	}
+	h->n = k;
+	for (i = 0; i < k; i++)
+		if (!h->ents[i].name)
+			err = ENOMEM;
+out:
+	unlock(s);
+	if (err) {
+		if (h) {
+			for (i = 0; h->ents && i < h->n; i++)
+				free(h->ents[i].name);
+			free(h->ents);
+			free(h);
+		}
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct dhandle *h = (struct dhandle *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	size_t pos = 0, i;
+
+	(void)ino;
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (i = off < 0 ? 0 : (size_t)off; i < h->n; i++) {
+		struct stat st = { .st_ino = h->ents[i].ino, .st_mode = h->ents[i].mode };
+		size_t need = fuse_add_direntry(req, buf + pos, size - pos,
+						h->ents[i].name, &st, (off_t)(i + 1));
+
+		if (need > size - pos)
+			break;
+		pos += need;
+	}
+	fuse_reply_buf(req, buf, pos);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dhandle *h = (struct dhandle *)(uintptr_t)fi->fh;
+	size_t i;
+
+	(void)ino;
+	for (i = 0; i < h->n; i++)
+		free(h->ents[i].name);
+	free(h->ents);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stage *s = S(req);
+	struct statvfs sv;
+
+	(void)ino;
+	if (fstatvfs(s->datafd, &sv)) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	lock(s);
+	sv.f_files = sv.f_files > s->inodes ? sv.f_files : s->inodes + sv.f_ffree;
+	unlock(s);
+	sv.f_namemax = STAGE_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	int err;
+
+	if (!strcmp(name, STAGE_SEAL_XATTR)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (!xattr_name_ok(name)) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	lock(s);
+	n = stage_get(s, ino);
+	if (!n) {
+		err = ENOENT;
+	} else {
+		err = -xattr_set(n, name, value, size, flags);
+		if (!err) {
+			node_touch(n, 0, 1);
+			s->gen++;
+		}
+	}
+	unlock(s);
+	fuse_reply_err(req, err);
+}
+
+static void reply_value(fuse_req_t req, const void *v, size_t len, size_t size)
+{
+	if (!size)
+		fuse_reply_xattr(req, len);
+	else if (len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, len);
+}
+
+static void seal_request(fuse_req_t req, size_t size)
+{
+	struct stage *s = S(req);
+	char *msg = NULL, *val = NULL;
+	int ret;
+
+	if (!size) {
+		/* Sizing probe: do not seal twice; promise enough room. */
+		fuse_reply_xattr(req, 4096);
+		return;
+	}
+	lock(s);
+	ret = stage_seal(s, &msg);
+	unlock(s);
+	if (ret) {
+		stage_log(s, LOG_ERR, "seal of %s failed: %s", s->image, msg ? msg : "out of memory");
+		if (asprintf(&val, "error: %s", msg ? msg : "out of memory") < 0)
+			val = NULL;
+	} else {
+		stage_log(s, LOG_INFO, "sealed %s", s->image);
+		val = msg;
+		msg = NULL;
+	}
+	if (!val)
+		fuse_reply_err(req, ENOMEM);
+	else
+		reply_value(req, val, strlen(val), size);
+	free(val);
+	free(msg);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct stage *s = S(req);
+	const struct sxattr *x;
+	struct snode *n;
+	void *copy = NULL;
+	size_t len = 0;
+	int err = 0;
+
+	if (ino == FUSE_ROOT_ID && !strcmp(name, STAGE_SEAL_XATTR)) {
+		seal_request(req, size);
+		return;
+	}
+	if (!xattr_name_ok(name)) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	lock(s);
+	n = stage_get(s, ino);
+	x = n ? xattr_get(n, name) : NULL;
+	if (!n) {
+		err = ENOENT;
+	} else if (!x) {
+		err = ENODATA;
+	} else {
+		len = x->size;
+		copy = malloc(len ? len : 1);
+		if (!copy)
+			err = ENOMEM;
+		else
+			memcpy(copy, x->value, len);
+	}
+	unlock(s);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		reply_value(req, copy, len, size);
+	free(copy);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	char *buf = NULL;
+	size_t len = 0, i;
+	int err = 0;
+
+	lock(s);
+	n = stage_get(s, ino);
+	if (!n) {
+		err = ENOENT;
+	} else {
+		for (i = 0; i < n->nxattrs; i++)
+			len += strlen(n->xattrs[i].name) + 1;
+		buf = malloc(len ? len : 1);
+		if (!buf) {
+			err = ENOMEM;
+		} else {
+			char *p = buf;
+
+			for (i = 0; i < n->nxattrs; i++) {
+				size_t l = strlen(n->xattrs[i].name) + 1;
+
+				memcpy(p, n->xattrs[i].name, l);
+				p += l;
+			}
+		}
+	}
+	unlock(s);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		reply_value(req, buf, len, size);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	int err;
+
+	if (!xattr_name_ok(name)) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	lock(s);
+	n = stage_get(s, ino);
+	if (!n) {
+		err = ENOENT;
+	} else {
+		err = -xattr_remove(n, name);
+		if (!err) {
+			node_touch(n, 0, 1);
+			s->gen++;
+		}
+	}
+	unlock(s);
+	fuse_reply_err(req, err);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+
+	(void)mask;
+	/* Only the mounting user gets here, and acts as root of the tree. */
+	lock(s);
+	n = stage_get(s, ino);
+	unlock(s);
+	fuse_reply_err(req, n ? 0 : ENOENT);
+}
+
+const struct fuse_lowlevel_ops stage_ops = {
+	.init = op_init,
+	.destroy = op_destroy,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.access = op_access,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+};

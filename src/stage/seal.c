@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Sealing: the staged tree into a sqw tree, then an image published atomically. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stage/stage.h"
+#include "sqw/image.h"
+#include "util/util.h"
+
+#define WRITER_WAIT_SECONDS 5
+
+struct seal_ctx {
+	struct stage *s;
+	sqw_tree_t *tree;
+	char *msg;		/* first error */
+	char path[4200];
+	size_t plen;
+};
+
+struct src_handle {
+	int fd;
+};
+
+static int src_open(void *ctx, void *src, void **handle)
+{
+	struct stage *s = ctx;
+	struct src_handle *h = malloc(sizeof(*h));
+	char name[32];
+
+	if (!h)
+		return -ENOMEM;
+	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)src);
+	h->fd = openat(s->datafd, name, O_RDONLY | O_CLOEXEC);
+	if (h->fd < 0) {
+		int e = errno;
+
+		free(h);
+		return -e;
+	}
+	posix_fadvise(h->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	*handle = h;
+	return 0;
+}
+
+static int src_read(void *handle, uint64_t off, void *buf, size_t len)
+{
+	return pread_all(((struct src_handle *)handle)->fd, buf, len, off);
+}
+
+static int64_t src_next_data(void *handle, uint64_t off)
+{
+	struct src_handle *h = handle;
+	off_t r = lseek(h->fd, (off_t)off, SEEK_DATA);
+
+	if (r >= 0)
+		return r;
+	if (errno == ENXIO) {
+		r = lseek(h->fd, 0, SEEK_END);
+		if (r >= 0)
+			return (int64_t)off > r ? (int64_t)off : r;
+	}
+	if (errno == EINVAL || errno == EOPNOTSUPP)
+		return (int64_t)off;
+	return -errno;
+}
+
+static void src_close(void *handle)
+{
+	close(((struct src_handle *)handle)->fd);
+	free(handle);
+}
+
+static const struct sqw_source_ops stage_source_ops = {
+	.open = src_open,
+	.read = src_read,
+	.next_data = src_next_data,
+	.close = src_close,
+};
+
+static int fail(struct seal_ctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(struct seal_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!c->msg) {
+		va_start(ap, fmt);
+		if (vasprintf(&c->msg, fmt, ap) < 0)
+			c->msg = NULL;
+		va_end(ap);
+	}
+	return -1;
+}
+
+static void attr_of(const struct snode *n, struct sqw_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->mode = n->mode;
+	a->uid = n->uid;
+	a->gid = n->gid;
+	a->mtime = n->mtime.tv_sec;
+	a->rdev = n->rdev;
+	if (S_ISREG(n->mode))
+		a->size = n->size;
+	else if (S_ISLNK(n->mode))
+		a->size = strlen(n->target);
+}
+
+static int add_xattrs(struct seal_ctx *c, const struct snode *n, sqw_node_t *q)
+{
+	size_t i;
+	int ret;
+
+	if (c->s->opts.img.flags & SQW_OPT_NO_XATTRS)
+		return 0;
+	for (i = 0; i < n->nxattrs; i++) {
+		ret = sqw_node_set_xattr(c->tree, q, n->xattrs[i].name,
+					 n->xattrs[i].value, n->xattrs[i].size);
+		if (ret)
+			return fail(c, "%s: xattr %s: %s", c->plen ? c->path : "/",
+				    n->xattrs[i].name, strerror(-ret));
+	}
+	return 0;
+}
+
+static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qdir)
+{
+	size_t i, base = c->plen;
+	struct sdirent *d;
+	struct sqw_attr a;
+	sqw_node_t *q;
+	int ret;
+
+	for (i = 0; i < dir->nslots; i++) {
+		for (d = dir->tab[i]; d; d = d->next) {
+			struct snode *n = d->node;
+
+			if (base + 1 + d->len + 1 > sizeof(c->path))
+				return fail(c, "%s/%s: path too long", c->path, d->name);
+			c->path[base] = '/';
+			memcpy(c->path + base + 1, d->name, d->len + 1);
+			c->plen = base + 1 + d->len;
+			if (S_ISREG(n->mode) && n->writers)
+				return fail(c, "%s: still open for writing; close it and seal again",
+					    c->path);
+			if (!S_ISDIR(n->mode) && n->sqw_pass == c->s->pass) {
+				ret = sqw_tree_link(c->tree, qdir, d->name, d->len, n->sqw);
+				if (ret)
+					return fail(c, "%s: adding a hard link: %s", c->path,
+						    strerror(-ret));
+				continue;
+			}
+			attr_of(n, &a);
+			ret = sqw_tree_add(c->tree, qdir, d->name, d->len, &a,
+					   S_ISLNK(n->mode) ? n->target : NULL, &q);
+			if (ret)
+				return fail(c, "%s: %s", c->path, strerror(-ret));
+			n->sqw = q;
+			n->sqw_pass = c->s->pass;
+			if (S_ISREG(n->mode))
+				sqw_node_set_source(q, (void *)(uintptr_t)n->ino);
+			if (add_xattrs(c, n, q))
+				return -1;
+			if (S_ISDIR(n->mode) && build_dir(c, n, q))
+				return -1;
+		}
+	}
+	c->plen = base;
+	c->path[base] = '\0';
+	return 0;
+}
+
+/* Wait a little for releases still on their way from the kernel. */
+static void wait_writers(struct stage *s)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += WRITER_WAIT_SECONDS;
+	while (s->total_writers) {
+		if (pthread_cond_timedwait(&s->released, &s->lock, &dl) == ETIMEDOUT)
+			break;
+	}
+}
+
+static char *summary(struct stage *s, const struct sqw_stats *st, double start)
+{
+	struct cli_opts o = s->opts;
+	struct cli_report rep;
+	char *buf = NULL, *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	o.json = 1;
+	o.quiet = 1;
+	o.progress = 0;
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	cli_report_start(&rep, &o, s->image, 0);
+	rep.start = start;
+	cli_report_summary(&rep, st, f);
+	fclose(f);
+	if (!buf)
+		return NULL;
+	/* {"image": ...}\n -> {"pid": N, "image": ...} */
+	if (len && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	if (asprintf(&out, "{\"pid\": %ld, %s", (long)getpid(), buf[0] == '{' ? buf + 1 : buf) < 0)
+		out = NULL;
+	free(buf);
+	return out;
+}
+
+int stage_seal(struct stage *s, char **out)
+{
+	struct seal_ctx c = { .s = s };
+	struct cli_publish pub = { .fd = -1 };
+	struct sqw_stats st;
+	struct sqw_error err;
+	struct sqw_attr a;
+	double start = cli_now();
+	int ret;
+
+	*out = NULL;
+	wait_writers(s);
+	c.tree = sqw_tree_create();
+	if (!c.tree) {
+		*out = strdup("out of memory");
+		return -1;
+	}
+	s->pass++;
+	attr_of(s->root, &a);
+	sqw_node_set_attr(sqw_tree_root(c.tree), &a);
+	if (add_xattrs(&c, s->root, sqw_tree_root(c.tree)) ||
+	    build_dir(&c, s->root, sqw_tree_root(c.tree)))
+		goto fail;
+	ret = cli_publish_open(&pub, s->image);
+	if (ret) {
+		fail(&c, "%s: cannot create the image: %s", s->image,
+		     ret == -EEXIST ? "exists and is not a regular file" : strerror(-ret));
+		goto fail;
+	}
+	s->opts.img.progress = NULL;
+	ret = sqw_image_write(c.tree, &stage_source_ops, s, pub.fd, &s->opts.img,
+			      &st, &err);
+	if (ret) {
+		char path[4200] = "";
+
+		if (err.node)
+			sqw_node_path(err.node, path, sizeof(path));
+		fail(&c, "%s: %s%s%s: %s", s->image, path, err.node ? ": " : "",
+		     err.what ? err.what : "writing", strerror(-ret));
+		goto fail;
+	}
+	ret = cli_publish_commit(&pub);
+	if (ret) {
+		fail(&c, "%s: publishing the image: %s", s->image, strerror(-ret));
+		goto fail;
+	}
+	cli_publish_abort(&pub);
+	sqw_tree_destroy(c.tree);
+	s->sealed_gen = s->gen;
+	*out = summary(s, &st, start);
+	if (!*out)
+		*out = strdup("{}");
+	return 0;
+fail:
+	cli_publish_abort(&pub);
+	sqw_tree_destroy(c.tree);
+	*out = c.msg ? c.msg : strdup("out of memory");
+	return -1;
+}
+
+void stage_remove_spool(struct stage *s)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd;
+
+	if (s->datafd < 0)
+		return;
+	fd = dup(s->datafd);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d) {
+		while ((de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				unlinkat(s->datafd, de->d_name, 0);
+		closedir(d);
+	}
+	close(s->datafd);
+	s->datafd = -1;
+	rmdir(s->datadir);
+	rmdir(s->spool);
+}

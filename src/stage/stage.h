@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * sqfs-stage: the staged tree behind the FUSE mount and its seal to an image.
+ *
+ * Locking (v1): one mutex, stage->lock, guards the whole namespace and every
+ * node's metadata (the ino table, directory entries, attributes, xattrs,
+ * open counts, the dirty generation).  It is taken by every FUSE operation
+ * except the data path: read, write and lseek run on the handle's own spool
+ * fd without it and take it only afterwards, briefly, to update size and
+ * times.  A seal holds it from start to end, so no metadata changes and no
+ * file can be opened for writing while the image is written.  There is no
+ * other lock, so there is no lock order to get wrong; code running under
+ * stage->lock must never call back into the kernel mount (it would deadlock).
+ */
+#ifndef SQW_STAGE_H
+#define SQW_STAGE_H
+
+#define FUSE_USE_VERSION 314
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+#define STAGE_NAME_MAX 255
+#define STAGE_TIMEOUT 86400.0	/* we are the only writer of our metadata */
+#define STAGE_SEAL_XATTR "user.sqfs-stage.seal"
+#define STAGE_SEAL_BUF 65536	/* sqfs-seal's buffer for the reply */
+
+struct snode;
+
+struct sdirent {
+	struct sdirent *next;	/* hash chain */
+	struct snode *node;
+	size_t len;
+	char name[];
+};
+
+struct sxattr {
+	char *name;
+	void *value;
+	size_t size;
+};
+
+struct snode {
+	fuse_ino_t ino;
+	struct snode *hnext;	/* ino table chain */
+	uint64_t nlookup;	/* kernel references (lookup counts) */
+	uint32_t links;		/* directory entries naming this node */
+	uint32_t opens, writers;	/* open handles, of which writable */
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	dev_t rdev;
+	uint64_t size;		/* regular files: the spool file's size */
+	struct timespec atime, mtime, ctime;
+	char *target;		/* symlinks */
+	struct sxattr *xattrs;
+	size_t nxattrs;
+	/* directories */
+	struct snode *parent;
+	struct sdirent **tab;
+	size_t nslots, nents, nsubdirs;
+	/* seal scratch */
+	void *sqw;
+	uint64_t sqw_pass;
+};
+
+struct stage {
+	pthread_mutex_t lock;
+	pthread_cond_t released;	/* signalled when a writer closes */
+	struct cli_opts opts;
+	char *image;		/* absolute */
+	char *spool;		/* absolute spool directory */
+	char *datadir;		/* spool/data */
+	int datafd;
+	int foreground;
+	/* ino table */
+	struct snode **itab;
+	size_t islots, inodes;
+	fuse_ino_t next_ino;
+	struct snode *root;
+	uint64_t total_writers;
+	/* sealing */
+	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
+	uint64_t pass;
+	int final_status;	/* exit status of the daemon */
+};
+
+/* node.c */
+int stage_init(struct stage *s, uid_t uid, gid_t gid);
+void stage_free(struct stage *s);
+struct snode *stage_get(struct stage *s, fuse_ino_t ino);
+struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
+			     dev_t rdev);
+void stage_maybe_free(struct stage *s, struct snode *n);
+struct sdirent *dir_find(const struct snode *dir, const char *name, size_t len);
+int dir_add(struct snode *dir, const char *name, size_t len, struct snode *n);
+/* Remove the entry (must exist); does not free the node. */
+void dir_del(struct snode *dir, const char *name, size_t len);
+void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len);
+void node_stat(const struct snode *n, struct stat *st);
+void node_touch(struct snode *n, int mtime, int ctime);
+/* A name lost its link; unlinks the spool file with the last one. */
+void node_unlinked(struct stage *s, struct snode *n);
+int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int flags);
+const struct sxattr *xattr_get(const struct snode *n, const char *name);
+int xattr_remove(struct snode *n, const char *name);
+int xattr_name_ok(const char *name);
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops stage_ops;
+void stage_log(const struct stage *s, int prio, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * seal.c: write the image from the staged tree; called with stage->lock
+ * held.  Returns 0 and a malloc'ed JSON summary in *out, or -1 and a
+ * malloc'ed message.
+ */
+int stage_seal(struct stage *s, char **out);
+/* Remove the spool directory and everything in it. */
+void stage_remove_spool(struct stage *s);
+
+#endif

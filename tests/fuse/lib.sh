@@ -1,0 +1,175 @@
+# shellcheck shell=bash
+# lib.sh: helpers shared by the FUSE tests.  Source it after `set -euo pipefail`.
+#
+# Every test takes the tools as arguments: SQFS_STAGE SQFS_SEAL SQFS_PACK.
+# Exit codes: 0 pass, 1 fail, 77 skip.  A missing capability (root,
+# /dev/fuse, a loop device, a reader) is a skip, except with CI=true, where
+# it is a failure so that CI can never pass by skipping.
+
+export LC_ALL=C
+FUSE_TESTS_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+STAGE= SEAL= PACK= WORK=
+MOUNTS=()	# FUSE mountpoints to unmount on exit
+LOOPS=()	# kernel mounts to unmount on exit
+DAEMONS=()	# daemon pids to kill on exit
+FAILURES=0
+DPID=
+
+log() { printf '%s\n' "$*" >&2; }
+
+skip_or_fail() {
+	if [[ ${CI-} == true ]]; then
+		log "FAIL: $* (missing capability is a failure when CI=true)"
+		exit 1
+	fi
+	log "SKIP: $*"
+	exit 77
+}
+
+need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip_or_fail "command '$c' not found"
+	done
+}
+
+need_root() { [[ $(id -u) -eq 0 ]] || skip_or_fail "needs root"; }
+
+need_fuse() {
+	[[ -c /dev/fuse ]] || skip_or_fail "/dev/fuse is missing"
+	need_cmd fusermount3
+}
+
+need_loop() {
+	need_root
+	need_cmd losetup mount umount
+	if ! grep -qw squashfs /proc/filesystems; then
+		modprobe squashfs >/dev/null 2>&1 || true
+		grep -qw squashfs /proc/filesystems || skip_or_fail "no squashfs in the kernel"
+	fi
+	losetup -f >/dev/null 2>&1 || skip_or_fail "no free loop device"
+}
+
+# fail MESSAGE: record a failure and go on.
+fail() {
+	log "FAIL: $*"
+	FAILURES=$((FAILURES + 1))
+}
+
+ok() { log "ok: $*"; }
+
+# start_test "$@": the three tools, $WORK, the cleanup trap.
+start_test() {
+	if [[ $# -lt 3 ]]; then
+		log "usage: $0 SQFS_STAGE SQFS_SEAL SQFS_PACK"
+		exit 1
+	fi
+	STAGE=$(realpath -- "$1") SEAL=$(realpath -- "$2") PACK=$(realpath -- "$3")
+	local t
+	for t in "$STAGE" "$SEAL" "$PACK"; do
+		[[ -x $t ]] || { log "FAIL: '$t' is not an executable"; exit 1; }
+	done
+	need_root
+	need_fuse
+	need_cmd python3
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqfs-fuse-test.XXXXXX")
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
+cleanup() {
+	local rc=$? i
+	set +e
+	for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do
+		umount "${LOOPS[i]}" 2>/dev/null || umount -l "${LOOPS[i]}" 2>/dev/null
+	done
+	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+		if mountpoint -q "${MOUNTS[i]}" 2>/dev/null; then
+			fusermount3 -u -z "${MOUNTS[i]}" 2>/dev/null
+		fi
+	done
+	for i in "${DAEMONS[@]}"; do
+		kill "$i" 2>/dev/null
+	done
+	sleep 0.2
+	for i in "${DAEMONS[@]}"; do
+		kill -9 "$i" 2>/dev/null
+	done
+	if [[ -n $WORK && -d $WORK ]]; then
+		if [[ $rc -ne 0 && -s $WORK/daemon.log ]]; then
+			log "--- daemon log ---"
+			tail -n 50 "$WORK/daemon.log" >&2
+		fi
+		rm -rf -- "$WORK"
+	fi
+	exit "$rc"
+}
+
+# stage_mount IMAGE MNT [OPTIONS...]: start the daemon in the foreground
+# (in the background of this shell); sets DPID.
+stage_mount() {
+	local img=$1 mnt=$2 i
+	shift 2
+	mkdir -p "$mnt"
+	"$STAGE" -f "$@" "$img" "$mnt" >>"$WORK/daemon.log" 2>&1 &
+	DPID=$!
+	DAEMONS+=("$DPID")
+	MOUNTS+=("$mnt")
+	for ((i = 0; i < 200; i++)); do
+		if mountpoint -q "$mnt"; then
+			return 0
+		fi
+		if ! kill -0 "$DPID" 2>/dev/null; then
+			break
+		fi
+		sleep 0.05
+	done
+	log "FAIL: sqfs-stage did not mount $mnt"
+	exit 1
+}
+
+# wait_daemon [EXPECTED_STATUS]: wait for $DPID to exit; check its status.
+wait_daemon() {
+	local want=${1-0} rc=0 i
+	for ((i = 0; i < 600; i++)); do
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.05
+	done
+	wait "$DPID" || rc=$?
+	if [[ $rc -ne $want ]]; then
+		fail "daemon exited with $rc, expected $want"
+	else
+		ok "daemon exited with $rc"
+	fi
+}
+
+# loop_mount IMAGE DIR: the kernel's view of an image.
+loop_mount() {
+	mkdir -p "$2"
+	mount -t squashfs -o loop,ro "$1" "$2" || { fail "kernel mount of $1"; return 1; }
+	LOOPS+=("$2")
+}
+
+loop_umount() {
+	umount "$1"
+	unset 'LOOPS[${#LOOPS[@]}-1]'
+}
+
+# tree_cmp A B [LABEL]: contents and metadata (python treecmp.py).
+tree_cmp() {
+	if python3 "$FUSE_TESTS_DIR/treecmp.py" "$1" "$2"; then
+		ok "${3-trees} equal: $1 vs $2"
+	else
+		fail "${3-trees} differ: $1 vs $2"
+	fi
+}
+
+finish() {
+	if [[ $FAILURES -gt 0 ]]; then
+		log "$FAILURES failure(s)"
+		exit 1
+	fi
+	log "PASS"
+	exit 0
+}

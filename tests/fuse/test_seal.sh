@@ -1,0 +1,149 @@
+#!/bin/bash
+# test_seal.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
+#
+# Start-up errors (exit 2 for usage, 1 for the environment, nothing mounted),
+# sqfs-seal --keep and a reseal with later changes, sealing by unmount, a
+# daemonised mount sealed by sqfs-seal, seal failures (a file open for
+# writing, the image path taken by a directory, ENOSPC) with their messages.
+set -euo pipefail
+# shellcheck source=tests/fuse/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "$@"
+need_loop
+
+# expect_exit CODE PATTERN CMD...: exit status and a message on stderr.
+expect_exit() {
+	local want=$1 pat=$2 rc=0
+	shift 2
+	"$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+	if [[ $rc -ne $want ]]; then
+		fail "$*: exit $rc, expected $want ($(cat "$WORK/err"))"
+	elif [[ -n $pat ]] && ! grep -q -- "$pat" "$WORK/err"; then
+		fail "$*: message '$(cat "$WORK/err")' lacks '$pat'"
+	else
+		ok "$*: exit $want: $(head -n1 "$WORK/err" 2>/dev/null)"
+	fi
+}
+
+M=$WORK/m
+mkdir -p "$M" "$WORK/full"
+touch "$WORK/full/x"
+expect_exit 2 "expected IMAGE" "$STAGE" "$WORK/i.sqfs"
+expect_exit 2 "comp" "$STAGE" -o comp=bogus "$WORK/i.sqfs" "$M"
+expect_exit 2 "block_size" "$STAGE" -o block_size=3 "$WORK/i.sqfs" "$M"
+expect_exit 2 "jobs" "$STAGE" -o jobs=0 "$WORK/i.sqfs" "$M"
+expect_exit 2 "spool" "$STAGE" -o spool= "$WORK/i.sqfs" "$M"
+expect_exit 2 "" "$STAGE" -o no_such_option "$WORK/i.sqfs" "$M"
+expect_exit 1 "mountpoint" "$STAGE" "$WORK/i.sqfs" "$WORK/nonexistent"
+expect_exit 1 "not empty" "$STAGE" "$WORK/i.sqfs" "$WORK/full"
+expect_exit 1 "No such file" "$STAGE" "$WORK/nodir/i.sqfs" "$M"
+expect_exit 1 "not a regular file" "$STAGE" "$WORK/full" "$M"
+mountpoint -q "$M" && fail "mounted after a start-up error"
+[[ -z $(ls -A "$WORK" | grep spool) ]] && ok "no spool left by start-up errors" ||
+	fail "spool left by a start-up error"
+expect_exit 2 "MOUNTPOINT" "$SEAL"
+expect_exit 2 "" "$SEAL" --bogus "$M"
+expect_exit 1 "not a sqfs-stage mount" "$SEAL" "$WORK"
+expect_exit 0 "" "$STAGE" --help
+expect_exit 0 "" "$SEAL" --help
+
+# --- --keep, then later changes, then a reseal ---
+IMG=$WORK/keep.sqfs
+stage_mount "$IMG" "$M" -o mkfs_time=7
+echo first >"$M/a"
+"$SEAL" --keep --quiet "$M" || fail "first seal --keep"
+loop_mount "$IMG" "$WORK/k1" && {
+	[[ $(cat "$WORK/k1/a") == first && ! -e $WORK/k1/b ]] && ok "first image" || fail "first image content"
+	loop_umount "$WORK/k1"
+}
+echo second >"$M/b"
+echo changed >"$M/a"
+"$SEAL" --keep --json "$M" >"$WORK/s2.json" || fail "second seal --keep"
+grep -q '"files": 2' "$WORK/s2.json" && ok "second summary counts 2 files" || fail "summary: $(cat "$WORK/s2.json")"
+loop_mount "$IMG" "$WORK/k2" && {
+	[[ $(cat "$WORK/k2/a") == changed && $(cat "$WORK/k2/b") == second ]] &&
+		ok "reseal has the later changes" || fail "reseal content"
+	loop_umount "$WORK/k2"
+}
+
+# --- a file held open for writing fails the seal, naming it ---
+mkdir "$M/dir"
+exec 3>"$M/dir/held"
+echo data >&3
+expect_exit 1 "dir/held" "$SEAL" --keep "$M"
+grep -q "open for writing" "$WORK/err" && ok "message says open for writing" || fail "message: $(cat "$WORK/err")"
+exec 3>&-
+"$SEAL" --keep --quiet "$M" || fail "seal after closing the file"
+# a file open read-only does not block the seal
+exec 4<"$M/a"
+"$SEAL" --keep --quiet "$M" || fail "seal with a file open read-only"
+exec 4<&-
+
+# --- unmount seals the later changes ---
+echo third >"$M/c"
+sum_before=$(sha256sum <"$IMG")
+fusermount3 -u "$M"
+wait_daemon 0
+[[ $(sha256sum <"$IMG") != "$sum_before" ]] && ok "unmount resealed" || fail "unmount did not reseal"
+loop_mount "$IMG" "$WORK/k3" && {
+	[[ $(cat "$WORK/k3/c") == third && $(cat "$WORK/k3/dir/held") == data ]] &&
+		ok "unmount seal content" || fail "unmount seal content"
+	loop_umount "$WORK/k3"
+}
+ls -A "$WORK" | grep -q 'keep.sqfs.spool' && fail "spool left after unmount seal" || ok "spool removed"
+
+# --- unmount with nothing changed since the last seal: no new image ---
+IMG=$WORK/same.sqfs
+stage_mount "$IMG" "$M" -o mkfs_time=7
+echo x >"$M/x"
+"$SEAL" --keep --quiet "$M"
+ino=$(stat -c %i "$IMG")
+fusermount3 -u "$M"
+wait_daemon 0
+[[ $(stat -c %i "$IMG") == "$ino" ]] && ok "no reseal without changes" || fail "resealed without changes"
+
+# --- daemonised (no -f): sqfs-seal seals, unmounts and waits for the daemon ---
+IMG=$WORK/daemon.sqfs
+"$STAGE" -o mkfs_time=7 "$IMG" "$M" || fail "daemonised start"
+MOUNTS+=("$M")
+mountpoint -q "$M" && ok "daemonised mount" || fail "daemonised mount missing"
+dpid=$(pgrep -n -f "sqfs-stage -o mkfs_time=7 $IMG" || true)
+[[ -n $dpid ]] && DAEMONS+=("$dpid")
+seq 1 100000 >"$M/numbers"
+"$SEAL" --quiet "$M" || fail "sqfs-seal of a daemonised mount"
+mountpoint -q "$M" && fail "still mounted after sqfs-seal"
+[[ -n $dpid ]] && kill -0 "$dpid" 2>/dev/null && fail "daemon still running after sqfs-seal"
+loop_mount "$IMG" "$WORK/k4" && {
+	cmp -s "$WORK/k4/numbers" <(seq 1 100000) && ok "daemonised image content" || fail "daemonised image content"
+	loop_umount "$WORK/k4"
+}
+
+# --- the image path becomes a directory: the unmount seal fails, spool kept ---
+IMG=$WORK/taken.sqfs
+stage_mount "$IMG" "$M"
+echo y >"$M/y"
+mkdir "$IMG"
+fusermount3 -u "$M"
+wait_daemon 1
+grep -q "taken.sqfs: cannot create the image: exists and is not a regular file; the staged file data is kept" "$WORK/daemon.log" &&
+	ok "unmount seal failure logged" || fail "no log of the failed unmount seal"
+ls -A "$WORK" | grep -q '^\.taken\.sqfs\.spool\.' && ok "spool kept after a failed seal" ||
+	fail "spool removed after a failed seal"
+
+# --- ENOSPC in the image directory ---
+mkdir -p "$WORK/small" "$WORK/sp"
+if mount -t tmpfs -o size=256k tmpfs "$WORK/small"; then
+	LOOPS+=("$WORK/small")
+	IMG=$WORK/small/img.sqfs
+	stage_mount "$IMG" "$M" -o spool="$WORK/sp",comp=gzip:1
+	head -c 2M /dev/urandom >"$M/random"
+	expect_exit 1 "No space left on device" "$SEAL" --keep "$M"
+	[[ -z $(ls -A "$WORK/small") ]] && ok "no partial image after ENOSPC" || fail "left: $(ls -A "$WORK/small")"
+	rm "$M/random"
+	"$SEAL" --quiet "$M" || fail "seal after freeing space"
+	wait_daemon 0
+	[[ -f $IMG ]] && ok "sealed after ENOSPC was fixed" || fail "no image"
+fi
+
+finish

@@ -1,0 +1,239 @@
+#!/bin/bash
+# test_errors.sh SQFS_PACK
+#
+# Usage errors exit 2 with a message naming the option; packing failures exit 1
+# with a message naming the cause, never crash, never leave a partial image or
+# a temporary file, and never touch an existing image.  Signals during packing
+# leave no partial image (SIGINT/SIGTERM/SIGHUP: no temp file either; SIGKILL:
+# a temp file may remain, the target is unchanged).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "${1-}"
+need_root
+need_cmd setpriv sha256sum tar
+[[ -x $PYTHON3 ]] || need_cmd python3
+
+scratch_fs "$WORK/fs" 2G
+S=$WORK/fs
+chmod 0755 "$WORK" "$S"	# uid 65534 must reach the trees below
+mkdir -p "$S/src/sub" "$S/out"
+printf 'hello\n' >"$S/src/hello"
+printf 'sub\n' >"$S/src/sub/file"
+
+# run_pack OUTVAR ERRVAR ARGS...: run sqfs-pack, capture exit status and stderr.
+RC=0
+ERR=
+run() {
+	RC=0
+	ERR=$("$@" 2>&1 >/dev/null) || RC=$?
+}
+
+# expect_rc WANT LABEL: exit status exactly WANT, and not a crash.
+expect_rc() {
+	if ((RC != $1)); then
+		local why=""
+		((RC > 128)) && why=" (killed by signal $((RC - 128)): a crash)"
+		fail "[$2] exit status $RC, expected $1$why; stderr: $ERR"
+		return 1
+	fi
+}
+expect_msg() {	# expect_msg REGEX LABEL
+	if ! grep -Eq -- "$1" <<<"$ERR"; then
+		fail "[$2] the message does not match /$1/: $ERR"
+		return 1
+	fi
+}
+# nothing_left DIR LABEL [ALLOWED...]: DIR holds only the ALLOWED names.
+nothing_left() {
+	local dir=$1 label=$2 n extra=()
+	shift 2
+	while IFS= read -r -d '' n; do
+		n=${n##*/}
+		[[ " $* " == *" $n "* ]] || extra+=("$n")
+	done < <(find "$dir" -mindepth 1 -maxdepth 1 -print0)
+	if ((${#extra[@]})); then
+		fail "[$label] left in $dir: ${extra[*]}"
+	fi
+}
+
+# --- usage errors: exit 2, the option named ------------------------------------
+section "usage errors"
+usage() {	# usage REGEX ARGS...
+	local re=$1
+	shift
+	rm -rf -- "$S/out"
+	mkdir "$S/out"
+	run "$SQFS_PACK" "$@"
+	local label="sqfs-pack $*"
+	expect_rc 2 "$label" && expect_msg "$re" "$label" && log "ok: [$label] exit 2: ${ERR%%$'\n'*}"
+	nothing_left "$S/out" "$label"
+}
+usage "comp.*bogus|bogus.*comp" -c bogus "$S/src" "$S/out/i.sqfs"
+usage "comp.*zstd:23|zstd.*level" -c zstd:23 "$S/src" "$S/out/i.sqfs"
+usage "comp.*gzip:0|gzip.*level" -c gzip:0 "$S/src" "$S/out/i.sqfs"
+usage "(-b|--block-size)\b.*3000|3000.*(-b|--block-size)\b" -b 3000 "$S/src" "$S/out/i.sqfs"
+usage "(-b|--block-size)\b.*2M|2M.*(-b|--block-size)\b" -b 2M "$S/src" "$S/out/i.sqfs"
+usage "(-j|--jobs)\b.*0|0.*(-j|--jobs)\b" -j 0 "$S/src" "$S/out/i.sqfs"
+usage "--bogus" --bogus "$S/src" "$S/out/i.sqfs"
+usage "SRC_DIR|IMAGE|usage|Usage"
+usage "SRC_DIR|IMAGE|usage|Usage" "$S/src"
+usage "SRC_DIR|IMAGE|usage|Usage" "$S/src" "$S/out/i.sqfs" extra
+usage "IMAGE|usage|Usage" --tar
+usage "IMAGE|usage|Usage" --tar "$S/out/a.sqfs" "$S/out/b.sqfs"
+usage "--no-fragments.*--always-fragments|--always-fragments.*--no-fragments" \
+	--no-fragments --always-fragments "$S/src" "$S/out/i.sqfs"
+usage "--mkfs-time\b.*yesterday" --mkfs-time yesterday "$S/src" "$S/out/i.sqfs"
+
+# --- packing failures: exit 1 -------------------------------------------------------
+section "packing failures"
+rm -rf -- "$S/out"
+mkdir "$S/out"
+
+run "$SQFS_PACK" -q "$S/no/such/dir" "$S/out/i.sqfs"
+expect_rc 1 "missing source dir" && expect_msg "no/such/dir.*No such file" "missing source dir" &&
+	log "ok: [missing source dir] $ERR"
+nothing_left "$S/out" "missing source dir"
+
+run "$SQFS_PACK" -q "$S/src/hello" "$S/out/i.sqfs"
+expect_rc 1 "source is a file" && expect_msg "hello.*Not a directory" "source is a file" &&
+	log "ok: [source is a file] $ERR"
+nothing_left "$S/out" "source is a file"
+
+run "$SQFS_PACK" -q "$S/src" "$S/out/nonexistent/i.sqfs"
+expect_rc 1 "output dir missing" && expect_msg "nonexistent.*No such file" "output dir missing" &&
+	log "ok: [output dir missing] $ERR"
+nothing_left "$S/out" "output dir missing"
+
+mkdir "$S/out/a_directory"
+run "$SQFS_PACK" -q "$S/src" "$S/out/a_directory"
+expect_rc 1 "image is a directory" && expect_msg "a_directory" "image is a directory" &&
+	log "ok: [image is a directory] $ERR"
+nothing_left "$S/out" "image is a directory" a_directory
+nothing_left "$S/out/a_directory" "image is a directory"
+rmdir "$S/out/a_directory"
+
+# As an unprivileged user (root reads everything): an unreadable file, a
+# directory that cannot be entered, an output directory that is not writable.
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+"${NOBODY[@]}" true || skip_or_fail "setpriv cannot switch to uid 65534"
+mkdir -p "$S/ro/a" "$S/ro/b" "$S/nobody_out"
+printf 'public\n' >"$S/ro/a/public"
+printf 'secret\n' >"$S/ro/a/secret_file"
+chmod 0600 "$S/ro/a/secret_file"
+mkdir "$S/ro/b/locked_dir"
+printf 'x\n' >"$S/ro/b/locked_dir/inside"
+chmod 0700 "$S/ro/b/locked_dir"
+chown 65534:65534 "$S/nobody_out"
+cp -a "$S/ro" "$S/ro2"
+rm -rf "$S/ro/b" "$S/ro2/a"
+
+run "${NOBODY[@]}" "$SQFS_PACK" -q "$S/ro" "$S/nobody_out/i.sqfs"
+expect_rc 1 "unreadable file" && expect_msg "secret_file.*Permission denied" "unreadable file" &&
+	log "ok: [unreadable file] $ERR"
+nothing_left "$S/nobody_out" "unreadable file"
+
+run "${NOBODY[@]}" "$SQFS_PACK" -q "$S/ro2" "$S/nobody_out/i.sqfs"
+expect_rc 1 "locked directory" && expect_msg "locked_dir.*Permission denied" "locked directory" &&
+	log "ok: [locked directory] $ERR"
+nothing_left "$S/nobody_out" "locked directory"
+
+# the old image survives a failed run
+printf 'previous image\n' >"$S/nobody_out/i.sqfs"
+chown 65534:65534 "$S/nobody_out/i.sqfs"
+before=$(sha "$S/nobody_out/i.sqfs")
+run "${NOBODY[@]}" "$SQFS_PACK" -q "$S/ro" "$S/nobody_out/i.sqfs"
+expect_rc 1 "unreadable file, image exists" || true
+[[ $(sha "$S/nobody_out/i.sqfs") == "$before" ]] ||
+	fail "[unreadable file, image exists] the existing image was changed"
+nothing_left "$S/nobody_out" "unreadable file, image exists" i.sqfs
+
+mkdir "$S/root_out"
+run "${NOBODY[@]}" "$SQFS_PACK" -q "$S/src" "$S/root_out/i.sqfs"
+expect_rc 1 "output dir not writable" &&
+	expect_msg "root_out.*Permission denied" "output dir not writable" &&
+	log "ok: [output dir not writable] $ERR"
+nothing_left "$S/root_out" "output dir not writable"
+
+# --- ENOSPC -------------------------------------------------------------------------
+section "no space left on device"
+mkdir -p "$S/big"
+"$PYTHON3" -c 'import random,sys; sys.stdout.buffer.write(random.Random(9).randbytes(5 << 20))' \
+	>"$S/big/incompressible"
+scratch_fs "$S/tiny" 1M
+run "$SQFS_PACK" -q "$S/big" "$S/tiny/i.sqfs"
+expect_rc 1 "ENOSPC" && expect_msg "No space left on device" "ENOSPC" && log "ok: [ENOSPC] $ERR"
+nothing_left "$S/tiny" "ENOSPC"
+
+printf 'previous image\n' >"$S/tiny/i.sqfs"
+before=$(sha "$S/tiny/i.sqfs")
+run "$SQFS_PACK" -q "$S/big" "$S/tiny/i.sqfs"
+expect_rc 1 "ENOSPC, image exists" && expect_msg "No space left on device" "ENOSPC, image exists"
+[[ $(sha "$S/tiny/i.sqfs") == "$before" ]] || fail "[ENOSPC, image exists] the existing image was changed"
+nothing_left "$S/tiny" "ENOSPC, image exists" i.sqfs
+rm -f "$S/tiny/i.sqfs"
+
+# --tar spools the archive beside the image: that can run out of space too
+tar -C "$S/big" -cf "$S/big.tar" .
+run "$SQFS_PACK" --tar -q "$S/tiny/i.sqfs" <"$S/big.tar"
+expect_rc 1 "ENOSPC, --tar" && expect_msg "No space left on device" "ENOSPC, --tar" &&
+	log "ok: [ENOSPC, --tar] $ERR"
+nothing_left "$S/tiny" "ENOSPC, --tar"
+umount_quiet "$S/tiny"
+
+# --- signals ------------------------------------------------------------------------
+section "signals during packing"
+"$PYTHON3" -c 'import random,sys; sys.stdout.buffer.write(random.Random(10).randbytes(48 << 20))' \
+	>"$S/big/more"
+mkdir "$S/sig"
+printf 'previous image\n' >"$S/sig/keep.sqfs"
+KEEP=$(sha "$S/sig/keep.sqfs")
+
+DEFAULT_SIGNALS='import os, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])'
+
+# interrupt SIGNAL TARGET_NAME: start a slow pack, send SIGNAL once the temp
+# file exists, and report how it ended in RC.
+interrupt() {
+	local sig=$1 target=$S/sig/$2 pid i tmp=()
+	# A background job of a script starts with SIGINT ignored: reset it to the
+	# default before exec, as an interactive user's sqfs-pack would have it.
+	"$PYTHON3" -c "$DEFAULT_SIGNALS" "$SQFS_PACK" -q -c xz:9 --serial "$S/big" "$target" \
+		2>"$S/sig.err" &
+	pid=$!
+	for ((i = 0; i < 400; i++)); do
+		mapfile -t tmp < <(compgen -G "$S/sig/.$2.tmp*" || true)
+		((${#tmp[@]} == 0)) || break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.025
+	done
+	if ((${#tmp[@]} == 0)); then
+		fail "[$sig] no temporary file .$2.tmp* appeared beside the target"
+	fi
+	sleep 0.3
+	kill -s "$sig" "$pid" 2>/dev/null || fail "[$sig] sqfs-pack had already finished"
+	RC=0
+	{ wait "$pid"; } 2>/dev/null || RC=$?	# (no "Killed" job notice)
+}
+for sig in INT TERM HUP; do
+	interrupt "$sig" new.sqfs
+	want=$((128 + $(kill -l "$sig")))
+	((RC == want)) || fail "[SIG$sig] exit status $RC, expected $want (death by the signal)"
+	[[ ! -e $S/sig/new.sqfs ]] || fail "[SIG$sig] a partial image was left at the target"
+	interrupt "$sig" keep.sqfs
+	[[ $(sha "$S/sig/keep.sqfs") == "$KEEP" ]] || fail "[SIG$sig] the existing image was changed"
+	nothing_left "$S/sig" "SIG$sig" keep.sqfs && log "ok: [SIG$sig] no partial image, no temp file"
+done
+interrupt KILL new.sqfs
+[[ ! -e $S/sig/new.sqfs ]] || fail "[SIGKILL] a partial image was left at the target"
+interrupt KILL keep.sqfs
+[[ $(sha "$S/sig/keep.sqfs") == "$KEEP" ]] || fail "[SIGKILL] the existing image was changed"
+# only temp files of the documented form may remain
+left=$(find "$S/sig" -mindepth 1 ! -name keep.sqfs ! -name '.new.sqfs.tmp??????' ! -name '.keep.sqfs.tmp??????')
+[[ -z $left ]] || fail "[SIGKILL] unexpected files: $left"
+log "ok: [SIGKILL] target unchanged; left: $(find "$S/sig" -mindepth 1 -printf '%f ')"
+
+finish

@@ -1,0 +1,205 @@
+#!/bin/bash
+# test_tar.sh SQFS_PACK
+#
+# `sqfs-pack --tar` against `sqfs-pack SRC_DIR`: archives of the mktree.sh tree
+# (GNU tar: gnu, posix with xattrs, posix sparse 1.0, ustar for a subset without
+# long names; plain, and gzip/xz/zstd compressed; from a file and from a pipe)
+# must give byte-identical images to packing the directory with the same
+# options, and the image must match the tree through the kernel.  Hostile
+# archives must fail with exit status 1 and a message, leave no image and no
+# temporary file, and not crash.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "${1-}"
+need_root
+need_loop
+need_cmd tar gzip xz getfattr setfattr mknod sha256sum
+[[ -x $PYTHON3 ]] || need_cmd python3
+
+scratch_fs "$WORK/fs"
+S=$WORK/fs
+SRC=$S/t
+"$TESTS_DIR/mktree.sh" --tar "$SRC" || { log "FAIL: mktree.sh --tar"; exit 1; }
+T=1111111111
+OUT=$S/out	# images go here, and nothing else may appear here
+mkdir "$OUT" "$S/ar"
+
+TAR_C=(tar -C "$SRC" --numeric-owner)
+
+# from_tar LABEL EXPECTED_SHA ARCHIVE_OR_- [sqfs-pack options]: pack the archive
+# (stdin from the file, or from the pipe already on stdin for "-").
+from_tar() {
+	local label=$1 want=$2 ar=$3 rc=0 err got
+	shift 3
+	rm -f -- "$OUT/tar.sqfs"
+	if [[ $ar == - ]]; then
+		err=$("$SQFS_PACK" --tar -q --mkfs-time "$T" "$@" "$OUT/tar.sqfs" 2>&1 >/dev/null) || rc=$?
+	else
+		err=$("$SQFS_PACK" --tar -q --mkfs-time "$T" "$@" "$OUT/tar.sqfs" <"$ar" 2>&1 >/dev/null) || rc=$?
+	fi
+	if ((rc)); then
+		fail "[$label] sqfs-pack --tar exited $rc: $err"
+		return 1
+	fi
+	got=$(sha "$OUT/tar.sqfs")
+	if [[ $got == "$want" ]]; then
+		log "ok: [$label] same bytes as the directory image"
+	else
+		fail "[$label] sha256 $got differs from the directory image's $want"
+		if command -v sqfsdiff >/dev/null; then
+			sqfsdiff -T -a "$OUT/dir.sqfs" -b "$OUT/tar.sqfs" 2>&1 | first 20 >&2 || true
+		fi
+	fi
+}
+
+# check_mount LABEL TREE [no-xattrs]: kernel mount of $OUT/tar.sqfs vs TREE.
+check_mount() {
+	local label=$1 tree=$2 nox=0
+	[[ ${3-} == no-xattrs ]] && nox=1
+	mount_image "$OUT/tar.sqfs" "$S/mnt" || { fail "[$label] kernel mount"; return; }
+	if ! CMP_NO_XATTRS=$nox compare_tree "$tree" "$S/mnt"; then
+		fail "[$label] the image from the archive differs from the tree"
+	fi
+	umount_quiet "$S/mnt"
+}
+
+dir_image() {	# dir_image TREE [options]: the reference image, prints its sha
+	local tree=$1
+	shift
+	pack --mkfs-time "$T" "$@" "$tree" "$OUT/dir.sqfs" || { fail "directory image ($*)"; exit 1; }
+	sha "$OUT/dir.sqfs"
+}
+
+section "posix with xattrs and sparse files"
+FULL=$(dir_image "$SRC")
+"${TAR_C[@]}" --format=posix --xattrs --xattrs-include='*' --sparse -cf "$S/ar/posix.tar" .
+from_tar posix "$FULL" "$S/ar/posix.tar" && check_mount posix "$SRC"
+"${TAR_C[@]}" --format=posix --xattrs --xattrs-include='*' --sparse --sparse-version=1.0 \
+	-cf "$S/ar/posix-s1.tar" .
+from_tar "posix, sparse 1.0" "$FULL" "$S/ar/posix-s1.tar"
+from_tar "posix from a pipe" "$FULL" - < <(cat "$S/ar/posix.tar")
+
+section "compressed archives"
+gzip -c "$S/ar/posix.tar" >"$S/ar/posix.tar.gz"
+from_tar "posix .tar.gz" "$FULL" "$S/ar/posix.tar.gz"
+xz -T1 -c "$S/ar/posix.tar" >"$S/ar/posix.tar.xz"
+from_tar "posix .tar.xz (pipe)" "$FULL" - < <(cat "$S/ar/posix.tar.xz")
+if command -v zstd >/dev/null 2>&1; then
+	zstd -q -c "$S/ar/posix.tar" >"$S/ar/posix.tar.zst"
+	from_tar "posix .tar.zst" "$FULL" "$S/ar/posix.tar.zst"
+elif [[ ${CI-} == true ]]; then
+	fail "zstd is not installed (needed for the .tar.zst case; CI=true)"
+else
+	log "note: zstd not installed: .tar.zst case skipped"
+fi
+# a real archive cut in half, for the hostile cases below
+head -c "$(($(stat -c %s "$S/ar/posix.tar") / 2))" "$S/ar/posix.tar" >"$S/ar/truncated-posix.tar"
+rm -f "$S"/ar/posix*
+
+section "gnu format (long names, base-256 ids; no xattrs)"
+NOX=$(dir_image "$SRC" --no-xattrs)
+"${TAR_C[@]}" --format=gnu --sparse -cf "$S/ar/gnu.tar" .
+from_tar gnu "$NOX" "$S/ar/gnu.tar" && check_mount gnu "$SRC" no-xattrs
+from_tar "gnu, --no-xattrs" "$NOX" "$S/ar/gnu.tar" --no-xattrs
+rm -f "$S/ar/gnu.tar"
+
+section "ustar subset (short names, small ids, no sparse files)"
+SUB=$S/sub
+mkdir "$SUB"
+for d in files dup tails links dev modes times empty_dir; do
+	cp -a "$SRC/$d" "$SUB/"
+done
+touch -d @1234567 "$SUB"
+SUBSHA=$(dir_image "$SUB" --no-xattrs)
+tar -C "$SUB" --numeric-owner --format=ustar -cf "$S/ar/ustar.tar" . || fail "tar --format=ustar"
+from_tar ustar "$SUBSHA" "$S/ar/ustar.tar" && check_mount ustar "$SUB" no-xattrs
+rm -rf "$S/ar/ustar.tar" "$SUB"
+
+# --- hostile input ---------------------------------------------------------------
+section "hostile archives"
+"$PYTHON3" - "$S/ar" <<'PY'
+import io, os, random, sys, tarfile
+out = sys.argv[1]
+def mk(name, members, fmt=tarfile.GNU_FORMAT):
+    with tarfile.open(os.path.join(out, name), "w", format=fmt) as t:
+        for ti, data in members:
+            t.addfile(ti, io.BytesIO(data) if data is not None else None)
+def reg(n, d=b"data\n"):
+    ti = tarfile.TarInfo(n); ti.size = len(d); ti.mtime = 1; return (ti, d)
+def d(n):
+    ti = tarfile.TarInfo(n); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; return (ti, None)
+def sym(n, t):
+    ti = tarfile.TarInfo(n); ti.type = tarfile.SYMTYPE; ti.linkname = t; return (ti, None)
+def hl(n, t):
+    ti = tarfile.TarInfo(n); ti.type = tarfile.LNKTYPE; ti.linkname = t; return (ti, None)
+mk("dotdot.tar", [d("./"), reg("ok"), reg("../evil")])
+mk("dotdot-inner.tar", [d("./"), d("sub"), reg("sub/../../evil2")])
+mk("empty-symlink.tar", [d("./"), reg("ok"), sym("emptylink", "")])
+mk("hardlink-missing.tar", [d("./"), hl("dangling-hardlink", "missing")])
+mk("parent-is-file.tar", [d("./"), reg("plainfile"), reg("plainfile/child")])
+big = random.Random(7).randbytes(300000)
+mk("big.tar", [d("./"), reg("bigmember", big)])
+with open(os.path.join(out, "big.tar"), "rb") as f:
+    data = f.read()
+with open(os.path.join(out, "truncated-data.tar"), "wb") as f:
+    f.write(data[:512 * 2 + 100000])        # inside bigmember's data
+with open(os.path.join(out, "truncated-header.tar"), "wb") as f:
+    f.write(data[:512 + 200])               # inside bigmember's header
+with open(os.path.join(out, "garbage.bin"), "wb") as f:
+    f.write(random.Random(8).randbytes(65536))
+import gzip
+with open(os.path.join(out, "corrupt.tar.gz"), "wb") as f:
+    g = gzip.compress(data)
+    f.write(g[:20] + bytes(b ^ 0x5A for b in g[20:2000]) + g[2000:])
+PY
+
+# hostile ARCHIVE REGEX: exit status exactly 1, a message matching REGEX, no
+# image, no temp or core files, nothing written outside.
+DUP_NAME=()
+hostile() {
+	local ar=$1 re=$2 rc=0 err msg left
+	rm -rf -- "$OUT"
+	mkdir "$OUT"
+	err=$(cd "$OUT" && "$SQFS_PACK" --tar -q "$OUT/evil.sqfs" <"$S/ar/$ar" 2>&1 >/dev/null) || rc=$?
+	msg=$(grep -v '^warning: ' <<<"$err" || true)	# libarchive's locale warnings
+	if ((rc != 1)); then
+		fail "[$ar] exit status $rc, expected 1$( ((rc > 128)) && echo " (killed by signal $((rc - 128)))"): $msg"
+	elif ! grep -Eqi -- "$re" <<<"$msg"; then
+		fail "[$ar] the message does not name the problem (/$re/): $msg"
+	else
+		log "ok: [$ar] exit 1: $msg"
+	fi
+	if grep -Eq 'sqfs-pack:.*sqfs-pack:' <<<"$msg"; then
+		DUP_NAME+=("$msg")
+	fi
+	left=$(ls -A "$OUT")
+	[[ -z $left ]] || fail "[$ar] left files in the output directory: $left"
+	[[ ! -e $S/evil && ! -e $WORK/evil && ! -e $S/evil2 ]] || fail "[$ar] wrote outside the image"
+}
+hostile dotdot.tar '\.\./evil'
+hostile dotdot-inner.tar 'sub/\.\./\.\./evil2'
+hostile empty-symlink.tar 'emptylink.*(empty|target|symlink)'
+hostile hardlink-missing.tar 'dangling-hardlink.*(missing|hard link)|(missing|hard link).*dangling-hardlink'
+hostile parent-is-file.tar 'plainfile/child'
+hostile truncated-data.tar 'truncat|unexpected end|premature|malformed'
+hostile truncated-header.tar 'truncat|unexpected end|premature|malformed'
+hostile truncated-posix.tar 'truncat|unexpected end|premature|malformed'
+hostile garbage.bin 'not a tar|unrecognized|format'
+hostile corrupt.tar.gz 'gzip|crc|corrupt|malformed|invalid'
+# One "prog: " per message, not "sqfs-pack: reading the archive: sqfs-pack: ...".
+if ((${#DUP_NAME[@]})); then
+	fail "${#DUP_NAME[@]} of the messages above repeat the program name, e.g.: ${DUP_NAME[0]}"
+fi
+
+# An archive that fails must not replace an existing image either.
+printf 'old image\n' >"$OUT/keep.sqfs"
+before=$(sha "$OUT/keep.sqfs")
+rc=0
+"$SQFS_PACK" --tar -q "$OUT/keep.sqfs" <"$S/ar/dotdot.tar" 2>/dev/null || rc=$?
+((rc == 1)) || fail "[existing image] exit status $rc, expected 1"
+[[ $(sha "$OUT/keep.sqfs") == "$before" ]] || fail "[existing image] a failed --tar run changed it"
+[[ $(ls -A "$OUT") == keep.sqfs ]] || fail "[existing image] left: $(ls -A "$OUT")"
+
+finish

@@ -1,0 +1,2519 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * sqw_image_write end to end, from an in-memory source into a memfd.  Every
+ * image is read back by a small independent SquashFS reader below (layout
+ * chain, md blocks, inodes, listings, directory index, block lists,
+ * fragments, ids, export and xattr tables) and compared with the tree that
+ * was written; unsquashfs is an extra judge for some of them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+#include "sqw/compressor.h"
+#include "sqw/image.h"
+#include "sqw/tree.h"
+#include "util/util.h"
+
+#define KiB 1024u
+#define MiB (1024u * 1024u)
+#define NO_FRAG 0xFFFFFFFFu
+
+/* ======================================================================
+ * In-memory source: a file is a size and a few data extents; everything
+ * else reads as zeros.  next_data() reports the gaps as holes.
+ * ====================================================================== */
+
+struct extent {
+	uint64_t off;
+	size_t len;
+	const uint8_t *data;
+};
+
+struct memfile {
+	uint64_t size;
+	struct extent ext[8];
+	int next;
+	int fail_open;		/* open() returns this */
+	int fail_read;		/* read() returns this */
+	uint64_t read_bytes;	/* bytes read through read() */
+};
+
+struct srcctx {
+	int opens, closes;
+	int bad_reads;		/* reads outside the file */
+};
+
+struct handle {
+	struct memfile *m;
+	struct srcctx *ctx;
+};
+
+static void memfile_read(const struct memfile *m, uint64_t off, uint8_t *buf,
+			 size_t len)
+{
+	int i;
+
+	memset(buf, 0, len);
+	for (i = 0; i < m->next; i++) {
+		const struct extent *e = &m->ext[i];
+		uint64_t s = e->off > off ? e->off : off;
+		uint64_t t = e->off + e->len < off + len ? e->off + e->len : off + len;
+
+		if (s < t)
+			memcpy(buf + (s - off), e->data + (s - e->off), (size_t)(t - s));
+	}
+}
+
+static int memfile_is_zero(const struct memfile *m, uint64_t off, size_t len)
+{
+	int i;
+
+	for (i = 0; i < m->next; i++) {
+		const struct extent *e = &m->ext[i];
+		uint64_t s = e->off > off ? e->off : off;
+		uint64_t t = e->off + e->len < off + len ? e->off + e->len : off + len;
+
+		if (s < t && !is_zero(e->data + (s - e->off), (size_t)(t - s)))
+			return 0;
+	}
+	return 1;
+}
+
+static int src_open(void *ctx, void *src, void **h)
+{
+	struct memfile *m = src;
+	struct handle *hd;
+
+	if (!m)
+		return -EBADF;
+	if (m->fail_open)
+		return m->fail_open;
+	hd = malloc(sizeof(*hd));
+	if (!hd)
+		return -ENOMEM;
+	hd->m = m;
+	hd->ctx = ctx;
+	hd->ctx->opens++;
+	*h = hd;
+	return 0;
+}
+
+static int src_read(void *h, uint64_t off, void *buf, size_t len)
+{
+	struct handle *hd = h;
+
+	if (hd->m->fail_read)
+		return hd->m->fail_read;
+	if (off > hd->m->size || len > hd->m->size - off) {
+		hd->ctx->bad_reads++;
+		return -EIO;
+	}
+	hd->m->read_bytes += len;
+	memfile_read(hd->m, off, buf, len);
+	return 0;
+}
+
+static int64_t src_next_data(void *h, uint64_t off)
+{
+	const struct memfile *m = ((struct handle *)h)->m;
+	uint64_t best = m->size;
+	int i;
+
+	if (off >= m->size)
+		return (int64_t)m->size;
+	for (i = 0; i < m->next; i++) {
+		const struct extent *e = &m->ext[i];
+
+		if (e->off + e->len <= off)
+			continue;
+		if (e->off <= off)
+			return (int64_t)off;
+		if (e->off < best)
+			best = e->off;
+	}
+	return (int64_t)best;
+}
+
+static void src_close(void *h)
+{
+	struct handle *hd = h;
+
+	hd->ctx->closes++;
+	free(hd);
+}
+
+static const struct sqw_source_ops ops_holes = {
+	.open = src_open, .read = src_read, .next_data = src_next_data,
+	.close = src_close,
+};
+static const struct sqw_source_ops ops_plain = {
+	.open = src_open, .read = src_read, .close = src_close,
+};
+
+/* Content generators; buffers live until the end of the program. */
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+#define NKEEP 65536
+static uint8_t *keep[NKEEP];
+static size_t nkeep;
+
+static uint8_t *gen(size_t len, uint64_t seed, int random)
+{
+	static const char *const words[] = {
+		"lorem ", "ipsum ", "dolor ", "sit ", "amet ", "squash ", "fs ",
+		"\n",
+	};
+	uint8_t *p = malloc(len ? len : 1);
+	size_t i = 0;
+
+	assert_non_null(p);
+	assert_true(nkeep < NKEEP);
+	keep[nkeep++] = p;
+	if (random) {
+		for (i = 0; i < len; i++) {
+			if (i % 8 == 0)
+				seed = mix(seed);
+			p[i] = (uint8_t)(seed >> (8 * (i % 8)));
+		}
+		return p;
+	}
+	while (i < len) {
+		const char *w;
+		size_t l;
+
+		seed = mix(seed);
+		w = words[seed % 8];
+		l = strlen(w);
+		if (l > len - i)
+			l = len - i;
+		memcpy(p + i, w, l);
+		i += l;
+	}
+	return p;
+}
+
+static struct memfile *mf_new(void)
+{
+	struct memfile *m = calloc(1, sizeof(*m));
+
+	assert_non_null(m);
+	assert_true(nkeep < NKEEP);
+	keep[nkeep++] = (uint8_t *)m;
+	return m;
+}
+
+static struct memfile *mf_data(const uint8_t *data, size_t len)
+{
+	struct memfile *m = mf_new();
+
+	m->size = len;
+	if (len) {
+		m->ext[0].off = 0;
+		m->ext[0].len = len;
+		m->ext[0].data = data;
+		m->next = 1;
+	}
+	return m;
+}
+
+static struct memfile *mf_gen(size_t len, uint64_t seed, int random)
+{
+	return mf_data(gen(len, seed, random), len);
+}
+
+static void mf_add(struct memfile *m, uint64_t off, const uint8_t *data, size_t len)
+{
+	assert_true(m->next < 8);
+	m->ext[m->next].off = off;
+	m->ext[m->next].len = len;
+	m->ext[m->next].data = data;
+	m->next++;
+	assert_true(off + len <= m->size);
+}
+
+static void free_kept(void)
+{
+	while (nkeep)
+		free(keep[--nkeep]);
+}
+
+/* ======================================================================
+ * Tree specifications: what goes into the tree and what must come out.
+ * ====================================================================== */
+
+struct spec {
+	const char *path;
+	uint32_t mode;
+	uint32_t uid, gid;
+	int64_t mtime;
+	struct memfile *mf;	/* regular files */
+	const char *target;	/* symlinks */
+	uint64_t rdev;		/* devices */
+	const char *link;	/* hard link to this earlier path */
+	const char *xk[3];	/* xattr keys and values */
+	const char *xv[3];
+};
+
+#define DIR_(p, m) { .path = (p), .mode = S_IFDIR | (m) }
+#define FILE_(p, f) { .path = (p), .mode = S_IFREG | 0644, .mf = (f) }
+
+static const struct sqw_attr default_dir = { .mode = S_IFDIR | 0755 };
+
+static sqw_node_t *must_lookup(sqw_tree_t *t, const char *path)
+{
+	sqw_node_t *dir, *n;
+	const char *name;
+	size_t len;
+
+	assert_int_equal(sqw_tree_walk(t, path, 0, NULL, &dir, &name, &len), 0);
+	n = sqw_tree_lookup(t, dir, name, len);
+	if (!n)
+		fail_msg("%s not in the tree", path);
+	return n;
+}
+
+static void add_spec(sqw_tree_t *t, const struct spec *s)
+{
+	struct sqw_attr a = { .mode = s->mode, .uid = s->uid, .gid = s->gid,
+			      .mtime = s->mtime, .rdev = s->rdev };
+	sqw_node_t *dir, *n;
+	const char *name;
+	size_t len;
+	int ret, i;
+
+	ret = sqw_tree_walk(t, s->path, 1, &default_dir, &dir, &name, &len);
+	if (ret)
+		fail_msg("walk %s: %d", s->path, ret);
+	if (s->link) {
+		ret = sqw_tree_link(t, dir, name, len, must_lookup(t, s->link));
+		if (ret)
+			fail_msg("link %s: %d", s->path, ret);
+		return;
+	}
+	if (s->mf)
+		a.size = s->mf->size;
+	n = sqw_tree_lookup(t, dir, name, len);
+	if (n && S_ISDIR(s->mode)) {
+		sqw_node_set_attr(n, &a);	/* made earlier by a walk */
+	} else {
+		ret = sqw_tree_add(t, dir, name, len, &a, s->target, &n);
+		if (ret)
+			fail_msg("add %s: %d", s->path, ret);
+	}
+	if (s->mf)
+		sqw_node_set_source(n, s->mf);
+	for (i = 0; i < 3 && s->xk[i]; i++) {
+		ret = sqw_node_set_xattr(t, n, s->xk[i], s->xv[i], strlen(s->xv[i]));
+		if (ret)
+			fail_msg("xattr %s on %s: %d", s->xk[i], s->path, ret);
+	}
+}
+
+/* order: 0 as listed, 1 reversed, 2+ shuffled with that seed.  Hard links
+ * are added after everything else so that their target exists. */
+static sqw_tree_t *build(const struct spec *specs, size_t n, unsigned order)
+{
+	sqw_tree_t *t = sqw_tree_create();
+	size_t *idx = malloc(n * sizeof(*idx)), i, pass;
+
+	assert_non_null(t);
+	assert_non_null(idx);
+	for (i = 0; i < n; i++)
+		idx[i] = order == 1 ? n - 1 - i : i;
+	if (order >= 2) {
+		uint64_t r = order;
+
+		for (i = n; i > 1; i--) {
+			size_t j, tmp;
+
+			r = mix(r);
+			j = (size_t)(r % i);
+			tmp = idx[i - 1];
+			idx[i - 1] = idx[j];
+			idx[j] = tmp;
+		}
+	}
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < n; i++)
+			if (!specs[idx[i]].link == !pass)
+				add_spec(t, &specs[idx[i]]);
+	free(idx);
+	return t;
+}
+
+/* ======================================================================
+ * Writing
+ * ====================================================================== */
+
+struct out {
+	uint8_t *data;
+	size_t size;
+	int ret;
+	struct sqw_stats st;
+	struct sqw_error err;
+	struct srcctx ctx;
+};
+
+static int memfd(void)
+{
+	int fd = memfd_create("test_image", 0);
+
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static uint8_t *slurp(int fd, size_t *size)
+{
+	struct stat st;
+	uint8_t *p;
+
+	assert_int_equal(fstat(fd, &st), 0);
+	*size = (size_t)st.st_size;
+	p = malloc(*size + 1);
+	assert_non_null(p);
+	assert_int_equal(pread_all(fd, p, *size, 0), 0);
+	return p;
+}
+
+static void opts_init(struct sqw_image_opts *o, const char *comp, uint32_t bs)
+{
+	const char *msg = NULL;
+	int ret;
+
+	sqw_image_opts_init(o);
+	o->jobs = 0;
+	o->mkfs_time = 1700000000u;
+	ret = sqw_comp_config_parse(&o->comp, comp, bs, &msg);
+	if (ret)
+		fail_msg("config %s: %d %s", comp, ret, msg ? msg : "");
+	assert_int_equal(o->comp.block_size, bs);
+}
+
+static void write_image(sqw_tree_t *t, const struct sqw_source_ops *ops,
+			const struct sqw_image_opts *o, struct out *out)
+{
+	int fd = memfd();
+
+	memset(out, 0, sizeof(*out));
+	out->ret = sqw_image_write(t, ops, &out->ctx, fd, o, &out->st, &out->err);
+	out->data = slurp(fd, &out->size);
+	close(fd);
+	/* Every opened handle is closed, success or not; no read went past
+	 * a file's end. */
+	assert_int_equal(out->ctx.opens, out->ctx.closes);
+	assert_int_equal(out->ctx.bad_reads, 0);
+}
+
+static void out_free(struct out *o)
+{
+	free(o->data);
+	o->data = NULL;
+}
+
+/* ======================================================================
+ * The reader
+ * ====================================================================== */
+
+struct rsb {
+	uint32_t magic, inodes, mkfs_time, block_size, fragments;
+	uint16_t compression, block_log, flags, no_ids, major, minor;
+	uint64_t root, bytes_used, id_start, xattr_start, inode_start, dir_start,
+		 frag_start, lookup_start;
+};
+
+struct md {
+	uint8_t *buf;
+	size_t len, n, cap;
+	uint64_t *hpos;		/* header position relative to the table start */
+	size_t *uoff, *ulen;
+};
+
+struct rino {
+	uint64_t ref;
+	int type, btype;
+	uint16_t mode, uid, gid;
+	uint32_t mtime, ino, nlink, xattr;
+	/* files */
+	uint64_t size, blocks_start, sparse;
+	uint32_t frag, frag_off, nblocks;
+	const uint8_t *blocks;
+	/* directories */
+	uint32_t start_block, file_size, parent;
+	uint16_t offset, icount;
+	const uint8_t *index;
+	/* symlinks, devices */
+	const uint8_t *target;
+	uint32_t tlen, rdev;
+};
+
+struct rent {
+	char path[1024];
+	struct rino ino;
+};
+
+struct img {
+	const uint8_t *d;
+	size_t size;
+	struct rsb sb;
+	sqw_compressor_t *dec;
+	struct md inodes, dirs, kv;
+	uint8_t *ids, *frags, *exports, *xids;
+	uint32_t nxids;
+	struct rent *ents;
+	size_t nents, ents_cap;
+	uint8_t *seen_ino;
+	uint64_t data_end;	/* end of the data area = inode_start */
+};
+
+static void parse_sb(const uint8_t *d, struct rsb *s)
+{
+	s->magic = get_le32(d);
+	s->inodes = get_le32(d + 4);
+	s->mkfs_time = get_le32(d + 8);
+	s->block_size = get_le32(d + 12);
+	s->fragments = get_le32(d + 16);
+	s->compression = get_le16(d + 20);
+	s->block_log = get_le16(d + 22);
+	s->flags = get_le16(d + 24);
+	s->no_ids = get_le16(d + 26);
+	s->major = get_le16(d + 28);
+	s->minor = get_le16(d + 30);
+	s->root = get_le64(d + 32);
+	s->bytes_used = get_le64(d + 40);
+	s->id_start = get_le64(d + 48);
+	s->xattr_start = get_le64(d + 56);
+	s->inode_start = get_le64(d + 64);
+	s->dir_start = get_le64(d + 72);
+	s->frag_start = get_le64(d + 80);
+	s->lookup_start = get_le64(d + 88);
+}
+
+/* One md block at pos: payload into out (8192 bytes room); returns the
+ * payload length and sets *next to the following block. */
+static size_t md_block(struct img *im, uint64_t pos, uint8_t *out, uint64_t *next)
+{
+	uint16_t hdr;
+	size_t clen;
+
+	if (pos + 2 > im->sb.bytes_used)
+		fail_msg("md block at %llu past bytes_used", (unsigned long long)pos);
+	hdr = get_le16(im->d + pos);
+	clen = hdr & 0x7fff;
+	if (clen == 0 || clen > 8192 || pos + 2 + clen > im->sb.bytes_used)
+		fail_msg("md block at %llu: bad header %#x", (unsigned long long)pos, hdr);
+	*next = pos + 2 + clen;
+	if (hdr & 0x8000) {
+		memcpy(out, im->d + pos + 2, clen);
+		return clen;
+	}
+	{
+		int r = im->dec->decompress(im->dec, im->d + pos + 2, clen, out, 8192);
+
+		if (r <= 0)
+			fail_msg("md block at %llu: decompress %d", (unsigned long long)pos, r);
+		return (size_t)r;
+	}
+}
+
+/* A metadata stream: blocks back to back from start to exactly end. */
+static void md_load(struct img *im, uint64_t start, uint64_t end, struct md *md)
+{
+	uint64_t pos = start;
+
+	memset(md, 0, sizeof(*md));
+	while (pos < end) {
+		uint64_t next;
+
+		if (md->n == md->cap) {
+			md->cap = md->cap ? md->cap * 2 : 16;
+			md->hpos = realloc(md->hpos, md->cap * sizeof(*md->hpos));
+			md->uoff = realloc(md->uoff, md->cap * sizeof(*md->uoff));
+			md->ulen = realloc(md->ulen, md->cap * sizeof(*md->ulen));
+			md->buf = realloc(md->buf, md->cap * 8192);
+		}
+		if (md->n > 0 && md->ulen[md->n - 1] != 8192)
+			fail_msg("md block %zu of the table at %llu is short (%zu)",
+				 md->n - 1, (unsigned long long)start, md->ulen[md->n - 1]);
+		md->hpos[md->n] = pos - start;
+		md->uoff[md->n] = md->len;
+		md->ulen[md->n] = md_block(im, pos, md->buf + md->len, &next);
+		md->len += md->ulen[md->n];
+		md->n++;
+		pos = next;
+	}
+	if (pos != end)
+		fail_msg("md stream from %llu overruns %llu", (unsigned long long)start,
+			 (unsigned long long)end);
+}
+
+static void md_free(struct md *md)
+{
+	free(md->buf);
+	free(md->hpos);
+	free(md->uoff);
+	free(md->ulen);
+	memset(md, 0, sizeof(*md));
+}
+
+/* Ref -> offset in md->buf, with the offset-below-length rule. */
+static size_t md_at(const struct md *md, uint64_t ref, const char *what)
+{
+	uint64_t blk = ref >> 16;
+	size_t off = ref & 0xffff, b;
+
+	for (b = 0; b < md->n; b++) {
+		if (md->hpos[b] != blk)
+			continue;
+		if (off >= md->ulen[b])
+			fail_msg("%s ref (%llu, %zu): offset past block (%zu)", what,
+				 (unsigned long long)blk, off, md->ulen[b]);
+		return md->uoff[b] + off;
+	}
+	fail_msg("%s ref (%llu, %zu) names no md block", what,
+		 (unsigned long long)blk, off);
+	return 0;
+}
+
+/* A lookup table of count entries of es bytes whose index is at idx. */
+static uint8_t *read_table(struct img *im, uint64_t idx, size_t count, size_t es,
+			   uint64_t end, uint64_t *first)
+{
+	size_t bytes = count * es, nb = (bytes + 8191) / 8192, b, l = 0;
+	uint8_t *out = malloc(nb * 8192 + 1);
+
+	assert_non_null(out);
+	for (b = 0; b < nb; b++) {
+		uint64_t pos = get_le64(im->d + idx + 8 * b), next;
+		size_t want = b + 1 < nb ? 8192 : bytes - b * 8192, got;
+
+		if (b == 0)
+			*first = pos;
+		got = md_block(im, pos, out + l, &next);
+		if (got != want)
+			fail_msg("table at %llu: block %zu holds %zu bytes, want %zu",
+				 (unsigned long long)idx, b, got, want);
+		/* Blocks are back to back and end at the index. */
+		if (b + 1 < nb && get_le64(im->d + idx + 8 * (b + 1)) != next)
+			fail_msg("table at %llu: gap after block %zu", (unsigned long long)idx, b);
+		if (b + 1 == nb && next != end)
+			fail_msg("table at %llu: last block does not end at the index",
+				 (unsigned long long)idx);
+		l += got;
+	}
+	return out;
+}
+
+static void parse_inode(struct img *im, uint64_t ref, struct rino *r)
+{
+	size_t at = md_at(&im->inodes, ref, "inode"), need;
+	const uint8_t *p = im->inodes.buf + at;
+	size_t avail = im->inodes.len - at;
+
+	memset(r, 0, sizeof(*r));
+	if (avail < 20)
+		fail_msg("inode at %zu truncated", at);
+	r->ref = ref;
+	r->type = get_le16(p);
+	r->mode = get_le16(p + 2);
+	r->uid = get_le16(p + 4);
+	r->gid = get_le16(p + 6);
+	r->mtime = get_le32(p + 8);
+	r->ino = get_le32(p + 12);
+	r->xattr = NO_FRAG;
+	if (r->type < 1 || r->type > 14)
+		fail_msg("inode type %d", r->type);
+	r->btype = r->type > 7 ? r->type - 7 : r->type;
+	if (r->ino == 0 || r->ino > im->sb.inodes)
+		fail_msg("inode number %u of %u", r->ino, im->sb.inodes);
+	if (r->uid >= im->sb.no_ids || r->gid >= im->sb.no_ids)
+		fail_msg("inode %u: id index %u/%u >= %u", r->ino, r->uid, r->gid,
+			 im->sb.no_ids);
+	switch (r->type) {
+	case 1:
+		need = 32;
+		r->start_block = get_le32(p + 16);
+		r->nlink = get_le32(p + 20);
+		r->file_size = get_le16(p + 24);
+		r->offset = get_le16(p + 26);
+		r->parent = get_le32(p + 28);
+		break;
+	case 8:
+		r->nlink = get_le32(p + 16);
+		r->file_size = get_le32(p + 20);
+		r->start_block = get_le32(p + 24);
+		r->parent = get_le32(p + 28);
+		r->icount = get_le16(p + 32);
+		r->offset = get_le16(p + 34);
+		r->xattr = get_le32(p + 36);
+		r->index = p + 40;
+		need = 40;
+		break;
+	case 2:
+		r->blocks_start = get_le32(p + 16);
+		r->frag = get_le32(p + 20);
+		r->frag_off = get_le32(p + 24);
+		r->size = get_le32(p + 28);
+		r->nlink = 1;
+		r->blocks = p + 32;
+		need = 32;
+		break;
+	case 9:
+		r->blocks_start = get_le64(p + 16);
+		r->size = get_le64(p + 24);
+		r->sparse = get_le64(p + 32);
+		r->nlink = get_le32(p + 40);
+		r->frag = get_le32(p + 44);
+		r->frag_off = get_le32(p + 48);
+		r->xattr = get_le32(p + 52);
+		r->blocks = p + 56;
+		need = 56;
+		break;
+	case 3: case 10:
+		r->nlink = get_le32(p + 16);
+		r->tlen = get_le32(p + 20);
+		r->target = p + 24;
+		need = 24 + r->tlen;
+		if (r->type == 10) {
+			if (avail < need + 4)
+				fail_msg("symlink inode truncated");
+			r->xattr = get_le32(p + need);
+			need += 4;
+		}
+		break;
+	case 4: case 5: case 11: case 12:
+		r->nlink = get_le32(p + 16);
+		r->rdev = get_le32(p + 20);
+		need = 24;
+		if (r->type > 7) {
+			r->xattr = get_le32(p + 24);
+			need = 28;
+		}
+		break;
+	default:
+		r->nlink = get_le32(p + 16);
+		need = 20;
+		if (r->type > 7) {
+			r->xattr = get_le32(p + 20);
+			need = 24;
+		}
+		break;
+	}
+	if (r->btype == 2) {
+		uint32_t bs = im->sb.block_size;
+
+		r->nblocks = (uint32_t)(r->frag == NO_FRAG ? (r->size + bs - 1) / bs :
+					r->size / bs);
+		need += 4 * (size_t)r->nblocks;
+		if (r->frag != NO_FRAG && r->size % bs == 0)
+			fail_msg("inode %u: fragment for a size multiple of the block", r->ino);
+		if (r->sparse > r->size)
+			fail_msg("inode %u: sparse %llu > size", r->ino,
+				 (unsigned long long)r->sparse);
+	}
+	if (avail < need)
+		fail_msg("inode %u (type %d) truncated", r->ino, r->type);
+	if (r->mode & ~07777)
+		fail_msg("inode %u: type bits in mode %#o", r->ino, r->mode);
+	if (r->xattr != NO_FRAG && r->xattr >= im->nxids)
+		fail_msg("inode %u: xattr %u of %u", r->ino, r->xattr, im->nxids);
+	if (r->type > 7 && r->btype != 1 && r->btype != 2 && r->xattr == NO_FRAG)
+		fail_msg("inode %u: extended type %d without xattrs", r->ino, r->type);
+}
+
+static struct rent *rent_add(struct img *im)
+{
+	if (im->nents == im->ents_cap) {
+		im->ents_cap = im->ents_cap ? im->ents_cap * 2 : 256;
+		im->ents = realloc(im->ents, im->ents_cap * sizeof(*im->ents));
+		assert_non_null(im->ents);
+	}
+	return &im->ents[im->nents++];
+}
+
+static void note_inode(struct img *im, const struct rino *r)
+{
+	/* Export table: entry ino-1 is this inode's ref. */
+	if (im->exports && get_le64(im->exports + 8 * (size_t)(r->ino - 1)) != r->ref)
+		fail_msg("export entry %u does not point at its inode", r->ino);
+	im->seen_ino[r->ino - 1] = 1;
+}
+
+static int name_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : (al > bl) - (al < bl);
+}
+
+static void walk_dir(struct img *im, const struct rino *dir, const char *path,
+		     unsigned depth);
+
+/* Read a directory listing with all the §6 rules. */
+static void walk_dir(struct img *im, const struct rino *dir, const char *path,
+		     unsigned depth)
+{
+	size_t start, pos, end, nhdr = 0, i, maxh;
+	size_t *hdr_at, *hdr_nlen;
+	const uint8_t **hdr_name;
+	const uint8_t *prev = NULL;
+	size_t prevlen = 0;
+	uint32_t nsub = 0;
+
+	assert_true(depth < 64);
+	if (dir->file_size < 3)
+		fail_msg("%s: dir file_size %u", path, dir->file_size);
+	if (dir->file_size == 3) {
+		assert_int_equal(dir->icount, 0);
+		assert_int_equal(dir->nlink, 2);
+		return;
+	}
+	start = md_at(&im->dirs, ((uint64_t)dir->start_block << 16) | dir->offset, "dir");
+	end = start + dir->file_size - 3;
+	if (end > im->dirs.len)
+		fail_msg("%s: listing past the directory table", path);
+	maxh = (end - start) / 20 + 1;
+	hdr_at = malloc(maxh * sizeof(*hdr_at));
+	hdr_nlen = malloc(maxh * sizeof(*hdr_nlen));
+	hdr_name = malloc(maxh * sizeof(*hdr_name));
+	assert_true(hdr_at && hdr_nlen && hdr_name);
+	pos = start;
+	while (pos < end) {
+		uint32_t count, sblock, base;
+
+		if (end - pos < 12)
+			fail_msg("%s: truncated header", path);
+		count = get_le32(im->dirs.buf + pos) + 1;
+		sblock = get_le32(im->dirs.buf + pos + 4);
+		base = get_le32(im->dirs.buf + pos + 8);
+		if (count > 256)
+			fail_msg("%s: header with %u entries", path, count);
+		assert_true(nhdr < maxh);
+		hdr_at[nhdr] = pos - start;
+		pos += 12;
+		for (i = 0; i < count; i++) {
+			const uint8_t *e = im->dirs.buf + pos;
+			uint16_t off, type;
+			int16_t delta;
+			size_t nlen;
+			struct rent *re;
+			struct rino child;
+
+			if (end - pos < 8)
+				fail_msg("%s: truncated entry", path);
+			off = get_le16(e);
+			delta = (int16_t)get_le16(e + 2);
+			type = get_le16(e + 4);
+			nlen = (size_t)get_le16(e + 6) + 1;
+			if (end - pos < 8 + nlen)
+				fail_msg("%s: truncated name", path);
+			if (nlen > 256)
+				fail_msg("%s: name of %zu bytes", path, nlen);
+			if (memchr(e + 8, '/', nlen) || memchr(e + 8, 0, nlen) ||
+			    (nlen == 1 && e[8] == '.') ||
+			    (nlen == 2 && e[8] == '.' && e[9] == '.'))
+				fail_msg("%s: invalid name", path);
+			if (prev && name_cmp(prev, prevlen, e + 8, nlen) >= 0)
+				fail_msg("%s: entries not strictly sorted at \"%.*s\"",
+					 path, (int)nlen, e + 8);
+			if (i == 0) {
+				hdr_name[nhdr] = e + 8;
+				hdr_nlen[nhdr] = nlen;
+			}
+			prev = e + 8;
+			prevlen = nlen;
+			parse_inode(im, ((uint64_t)sblock << 16) | off, &child);
+			if (child.ino != (uint32_t)((int64_t)base + delta))
+				fail_msg("%s/%.*s: entry ino %lld, inode says %u", path,
+					 (int)nlen, e + 8, (long long)base + delta, child.ino);
+			if (type != child.btype)
+				fail_msg("%s/%.*s: entry type %u, inode type %d", path,
+					 (int)nlen, e + 8, type, child.type);
+			re = rent_add(im);
+			snprintf(re->path, sizeof(re->path), "%s/%.*s",
+				 strcmp(path, "/") ? path : "", (int)nlen, e + 8);
+			re->ino = child;
+			note_inode(im, &child);
+			pos += 8 + nlen;
+			if (child.btype == 1) {
+				char sub[1024];
+
+				nsub++;
+				if (child.parent != dir->ino)
+					fail_msg("%s: parent %u, want %u", re->path,
+						 child.parent, dir->ino);
+				snprintf(sub, sizeof(sub), "%s", re->path);
+				walk_dir(im, &child, sub, depth + 1);
+			}
+		}
+		nhdr++;
+	}
+	if (pos != end)
+		fail_msg("%s: listing overruns file_size", path);
+	if (dir->nlink != 2 + nsub)
+		fail_msg("%s: nlink %u, want %u", path, dir->nlink, 2 + nsub);
+	/* Directory index: each entry names a header exactly. */
+	{
+		const uint8_t *p = dir->index;
+		uint32_t last = 0;
+		size_t k, h = 0;
+
+		for (k = 0; k < dir->icount; k++) {
+			uint32_t index = get_le32(p), sb = get_le32(p + 4);
+			size_t nlen = (size_t)get_le32(p + 8) + 1, abs, b;
+
+			if (k > 0 && index <= last)
+				fail_msg("%s: index entries not increasing", path);
+			last = index;
+			while (h < nhdr && hdr_at[h] < index)
+				h++;
+			if (h == nhdr || hdr_at[h] != index)
+				fail_msg("%s: index %zu (%u) is not a header", path, k, index);
+			if (nlen != hdr_nlen[h] || memcmp(p + 12, hdr_name[h], nlen))
+				fail_msg("%s: index %zu names \"%.*s\", header starts with \"%.*s\"",
+					 path, k, (int)nlen, p + 12, (int)hdr_nlen[h], hdr_name[h]);
+			/* The kernel seeks to block sb, offset (offset + index) % 8192. */
+			abs = start + index;
+			for (b = 0; b < im->dirs.n; b++)
+				if (abs >= im->dirs.uoff[b] && abs < im->dirs.uoff[b] + im->dirs.ulen[b])
+					break;
+			if (b == im->dirs.n || im->dirs.hpos[b] != sb ||
+			    abs - im->dirs.uoff[b] != (dir->offset + index) % 8192)
+				fail_msg("%s: index %zu start_block %u is wrong", path, k, sb);
+			p += 12 + nlen;
+		}
+	}
+	free(hdr_at);
+	free(hdr_nlen);
+	free(hdr_name);
+}
+
+static void img_free(struct img *im)
+{
+	md_free(&im->inodes);
+	md_free(&im->dirs);
+	md_free(&im->kv);
+	free(im->ids);
+	free(im->frags);
+	free(im->exports);
+	free(im->xids);
+	free(im->ents);
+	free(im->seen_ino);
+	sqw_compressor_destroy(im->dec);
+	memset(im, 0, sizeof(*im));
+}
+
+static void img_open(struct img *im, const uint8_t *d, size_t size)
+{
+	struct rsb *s = &im->sb;
+	sqw_comp_config_t cfg;
+	uint64_t next, first;
+	int err;
+
+	memset(im, 0, sizeof(*im));
+	im->d = d;
+	im->size = size;
+	assert_true(size >= 96);
+	parse_sb(d, s);
+	assert_int_equal(s->magic, 0x73717368);
+	assert_int_equal(s->major, 4);
+	assert_int_equal(s->minor, 0);
+	assert_true(s->block_size >= 4096 && s->block_size <= MiB);
+	assert_int_equal(s->block_size, 1u << s->block_log);
+	assert_true(s->bytes_used <= size);
+	assert_true(s->inodes >= 1);
+	assert_true(s->no_ids >= 1);
+	assert_int_equal(s->flags & 0xF000, 0);
+	assert_int_equal(s->flags & 0x0004, 0);
+	assert_int_equal(sqw_comp_config_init(&cfg, (enum sqw_comp_id)s->compression,
+					      s->block_size), 0);
+	im->dec = sqw_compressor_create(&cfg, &err);
+	assert_non_null(im->dec);
+
+	/* The table chain of §1.2, checked as strictly as unsquashfs does. */
+	next = s->bytes_used;
+	if (s->xattr_start != UINT64_MAX) {
+		uint64_t kv = get_le64(d + s->xattr_start);
+
+		im->nxids = get_le32(d + s->xattr_start + 8);
+		assert_true(im->nxids >= 1);
+		if (s->xattr_start + 16 + 8 * ((16 * (uint64_t)im->nxids + 8191) / 8192) != next)
+			fail_msg("xattr index does not end at bytes_used");
+		im->xids = read_table(im, s->xattr_start + 16, im->nxids, 16,
+				      s->xattr_start, &first);
+		md_load(im, kv, first, &im->kv);
+		next = kv;
+		assert_int_equal(s->flags & 0x0200, 0);
+	} else {
+		assert_int_equal(s->flags & 0x0200, 0x0200);
+	}
+	if (s->id_start + 8 * ((4 * (uint64_t)s->no_ids + 8191) / 8192) != next)
+		fail_msg("id index does not end where the next table starts");
+	im->ids = read_table(im, s->id_start, s->no_ids, 4, s->id_start, &next);
+	if (s->lookup_start != UINT64_MAX) {
+		if (s->lookup_start + 8 * ((8 * (uint64_t)s->inodes + 8191) / 8192) != next)
+			fail_msg("export index does not end where the id table starts");
+		im->exports = read_table(im, s->lookup_start, s->inodes, 8,
+					  s->lookup_start, &next);
+		assert_int_equal(s->flags & 0x0080, 0x0080);
+	} else {
+		assert_int_equal(s->flags & 0x0080, 0);
+	}
+	if (s->fragments) {
+		if (s->frag_start + 8 * ((16 * (uint64_t)s->fragments + 8191) / 8192) != next)
+			fail_msg("fragment index does not end where the next table starts");
+		im->frags = read_table(im, s->frag_start, s->fragments, 16,
+					s->frag_start, &next);
+		if (s->fragments > s->inodes)
+			fail_msg("more fragments than inodes");
+	}
+	assert_true(s->inode_start < s->dir_start);
+	assert_true(s->dir_start <= next);
+	md_load(im, s->inode_start, s->dir_start, &im->inodes);
+	md_load(im, s->dir_start, next, &im->dirs);
+	im->data_end = s->inode_start;
+	if (s->no_ids > 2 * s->inodes)
+		fail_msg("no_ids %u > 2 * inodes", s->no_ids);
+
+	/* Walk everything from the root. */
+	im->seen_ino = calloc(s->inodes, 1);
+	{
+		struct rent *re = rent_add(im);
+		struct rino root;
+
+		strcpy(re->path, "/");
+		parse_inode(im, s->root, &root);
+		re->ino = root;		/* im->ents moves as the walk adds */
+		assert_int_equal(root.btype, 1);
+		note_inode(im, &root);
+		walk_dir(im, &root, "/", 0);
+	}
+	{
+		uint32_t i;
+
+		for (i = 0; i < s->inodes; i++)
+			if (!im->seen_ino[i])
+				fail_msg("inode number %u is not reachable", i + 1);
+	}
+	/* Fragment entries are valid size words of non-empty blocks. */
+	{
+		uint32_t i;
+
+		for (i = 0; i < s->fragments; i++) {
+			uint64_t start = get_le64(im->frags + 16 * i);
+			uint32_t sw = get_le32(im->frags + 16 * i + 8);
+
+			if ((sw & 0xFFFFFF) == 0 || (sw & 0xFE000000u) ||
+			    (sw & 0xFFFFFF) > s->block_size)
+				fail_msg("fragment %u: size word %#x", i, sw);
+			if (start < 96 || start + (sw & 0xFFFFFF) > im->data_end)
+				fail_msg("fragment %u outside the data area", i);
+		}
+	}
+}
+
+/* By path, with or without the leading '/'. */
+static const struct rent *img_find(const struct img *im, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < im->nents; i++) {
+		const char *p = im->ents[i].path;
+
+		if (path[0] != '/' && p[0] == '/')
+			p++;
+		if (!strcmp(p, path))
+			return &im->ents[i];
+	}
+	return NULL;
+}
+
+static uint32_t img_id(const struct img *im, uint16_t idx)
+{
+	return get_le32(im->ids + 4 * (size_t)idx);
+}
+
+/* Decompressed block at pos with size word sw into out; returns length. */
+static size_t read_block(struct img *im, uint64_t pos, uint32_t sw, uint8_t *out)
+{
+	uint32_t len = sw & 0xFFFFFF;
+
+	if (sw & 0xFE000000u)
+		fail_msg("size word %#x has bits 25-31", sw);
+	if (len == 0 || len > im->sb.block_size)
+		fail_msg("size word %#x", sw);
+	if (pos < 96 || pos + len > im->data_end)
+		fail_msg("block at %llu+%u outside the data area", (unsigned long long)pos, len);
+	if (sw & (1u << 24)) {
+		memcpy(out, im->d + pos, len);
+		return len;
+	}
+	{
+		int r = im->dec->decompress(im->dec, im->d + pos, len, out,
+					    im->sb.block_size);
+
+		if (r <= 0)
+			fail_msg("block at %llu: decompress %d", (unsigned long long)pos, r);
+		if ((uint32_t)r <= len)
+			fail_msg("block at %llu stored compressed but not smaller",
+				 (unsigned long long)pos);
+		return (size_t)r;
+	}
+}
+
+/* File contents against the source. */
+static void check_file(struct img *im, const struct rent *re, const struct memfile *m)
+{
+	const struct rino *r = &re->ino;
+	uint32_t bs = im->sb.block_size, k;
+	uint8_t *buf = malloc(bs), *want = malloc(bs);
+	uint64_t pos = r->blocks_start, sparse = 0;
+
+	if (r->size != m->size)
+		fail_msg("%s: size %llu, want %llu", re->path, (unsigned long long)r->size,
+			 (unsigned long long)m->size);
+	for (k = 0; k < r->nblocks; k++) {
+		uint32_t sw = get_le32(r->blocks + 4 * (size_t)k);
+		uint64_t off = (uint64_t)k * bs;
+		size_t len = r->size - off < bs ? (size_t)(r->size - off) : bs;
+
+		if (sw == 0) {
+			if (!memfile_is_zero(m, off, len))
+				fail_msg("%s: block %u is a hole over data", re->path, k);
+			sparse += len;
+			continue;
+		}
+		if (read_block(im, pos, sw, buf) != len)
+			fail_msg("%s: block %u decompresses to the wrong length", re->path, k);
+		memfile_read(m, off, want, len);
+		if (memcmp(buf, want, len))
+			fail_msg("%s: block %u differs", re->path, k);
+		pos += sw & 0xFFFFFF;
+	}
+	if (r->type == 9 && r->sparse != sparse)
+		fail_msg("%s: sparse %llu, holes cover %llu", re->path,
+			 (unsigned long long)r->sparse, (unsigned long long)sparse);
+	if (r->frag != NO_FRAG) {
+		uint32_t tail = (uint32_t)(r->size % bs);
+		size_t flen;
+
+		if (r->frag >= im->sb.fragments)
+			fail_msg("%s: fragment %u of %u", re->path, r->frag, im->sb.fragments);
+		flen = read_block(im, get_le64(im->frags + 16 * (size_t)r->frag),
+				  get_le32(im->frags + 16 * (size_t)r->frag + 8), buf);
+		if ((uint64_t)r->frag_off + tail > flen)
+			fail_msg("%s: tail beyond its fragment", re->path);
+		memfile_read(m, r->size - tail, want, tail);
+		if (memcmp(buf + r->frag_off, want, tail))
+			fail_msg("%s: tail differs", re->path);
+	} else if (r->size % bs && r->nblocks == 0) {
+		fail_msg("%s: tail lost", re->path);
+	}
+	free(buf);
+	free(want);
+}
+
+/* The xattrs of an inode, as "key=value;" in stored order. */
+static void read_xattrs(struct img *im, uint32_t id, char *out, size_t outsz)
+{
+	static const char *const pfx[] = { "user.", "trusted.", "security." };
+	const uint8_t *e = im->xids + 16 * (size_t)id;
+	uint32_t count = get_le32(e + 8), size = get_le32(e + 12), i, sum = 0;
+	size_t at = md_at(&im->kv, get_le64(e), "xattr"), o = 0;
+
+	out[0] = '\0';
+	assert_true(count >= 1);
+	for (i = 0; i < count; i++) {
+		uint16_t type = get_le16(im->kv.buf + at);
+		uint16_t nlen = get_le16(im->kv.buf + at + 2);
+		uint32_t vlen;
+
+		if (type > 2)
+			fail_msg("xattr type %u", type);
+		vlen = get_le32(im->kv.buf + at + 4 + nlen);
+		o += (size_t)snprintf(out + o, outsz - o, "%s%.*s=%.*s;", pfx[type], nlen,
+				      im->kv.buf + at + 4, (int)vlen,
+				      im->kv.buf + at + 8 + nlen);
+		sum += (uint32_t)strlen(pfx[type]) + nlen + 1 + vlen;
+		at += 8 + nlen + vlen;
+		assert_true(at <= im->kv.len);
+		assert_true(o < outsz);
+	}
+	if (size != sum)
+		fail_msg("xattr id %u: size %u, want %u", id, size, sum);
+}
+
+static int spec_cmp_keys(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+struct expect {
+	unsigned flags;
+	int64_t all_time, force_uid, force_gid;
+};
+
+/* Compare the image with the specs it was built from. */
+static void check_specs(struct img *im, const struct spec *specs, size_t n,
+			const struct expect *x)
+{
+	size_t i, nentries = 1;
+
+	for (i = 0; i < n; i++) {
+		const struct spec *s = &specs[i];
+		const struct spec *o = s;
+		const struct rent *re = img_find(im, s->path);
+		const struct rino *r;
+		uint32_t want_nlink = 1, uid, gid, mtime;
+		size_t j;
+
+		if (!re)
+			fail_msg("%s missing from the image", s->path);
+		r = &re->ino;
+		nentries++;
+		if (s->link) {
+			const struct rent *lt = img_find(im, s->link);
+
+			for (j = 0; j < n; j++)
+				if (!strcmp(specs[j].path, s->link))
+					o = &specs[j];
+			assert_non_null(lt);
+			if (lt->ino.ref != r->ref || lt->ino.ino != r->ino)
+				fail_msg("%s is not the same inode as %s", s->path, s->link);
+		}
+		for (j = 0; j < n; j++)
+			if (specs[j].link && !strcmp(specs[j].link, o->path))
+				want_nlink++;
+		if (!S_ISDIR(o->mode) && r->nlink != want_nlink)
+			fail_msg("%s: nlink %u, want %u", s->path, r->nlink, want_nlink);
+		if ((uint32_t)((o->mode & S_IFMT) >> 12) == 0)
+			continue;
+		{
+			static const int types[16] = {
+				[S_IFDIR >> 12] = 1, [S_IFREG >> 12] = 2, [S_IFLNK >> 12] = 3,
+				[S_IFBLK >> 12] = 4, [S_IFCHR >> 12] = 5, [S_IFIFO >> 12] = 6,
+				[S_IFSOCK >> 12] = 7,
+			};
+
+			if (r->btype != types[(o->mode & S_IFMT) >> 12])
+				fail_msg("%s: type %d", s->path, r->type);
+		}
+		if (r->mode != (o->mode & 07777))
+			fail_msg("%s: mode %#o, want %#o", s->path, r->mode, o->mode & 07777);
+		uid = o->uid;
+		gid = o->gid;
+		if (x && (x->flags & SQW_OPT_ALL_ROOT))
+			uid = gid = 0;
+		if (x && x->force_uid >= 0)
+			uid = (uint32_t)x->force_uid;
+		if (x && x->force_gid >= 0)
+			gid = (uint32_t)x->force_gid;
+		if (img_id(im, r->uid) != uid || img_id(im, r->gid) != gid)
+			fail_msg("%s: ids %u:%u, want %u:%u", s->path, img_id(im, r->uid),
+				 img_id(im, r->gid), uid, gid);
+		{
+			int64_t t = x && x->all_time >= 0 ? x->all_time : o->mtime;
+
+			mtime = t < 0 ? 0 : t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+			if (r->mtime != mtime)
+				fail_msg("%s: mtime %u, want %u", s->path, r->mtime, mtime);
+		}
+		if (S_ISREG(o->mode))
+			check_file(im, re, o->mf);
+		if (S_ISLNK(o->mode) &&
+		    (r->tlen != strlen(o->target) || memcmp(r->target, o->target, r->tlen)))
+			fail_msg("%s: symlink target differs", s->path);
+		if (S_ISCHR(o->mode) || S_ISBLK(o->mode)) {
+			uint32_t maj = major(o->rdev), min = minor(o->rdev);
+			uint32_t want = (min & 0xff) | (maj << 8) | ((min & ~0xffu) << 12);
+
+			if (r->rdev != want)
+				fail_msg("%s: rdev %#x, want %#x", s->path, r->rdev, want);
+		}
+		/* xattrs: sorted "key=value;" on both sides. */
+		{
+			const char *keys[3];
+			char want[4096] = "", got[4096] = "";
+			size_t k, nk = 0, w = 0;
+
+			for (k = 0; k < 3 && o->xk[k]; k++)
+				keys[nk++] = o->xk[k];
+			if (x && (x->flags & SQW_OPT_NO_XATTRS))
+				nk = 0;
+			qsort(keys, nk, sizeof(keys[0]), spec_cmp_keys);
+			for (k = 0; k < nk; k++) {
+				size_t m;
+
+				for (m = 0; strcmp(o->xk[m], keys[k]); m++)
+					;
+				w += (size_t)snprintf(want + w, sizeof(want) - w, "%s=%s;",
+						      keys[k], o->xv[m]);
+			}
+			if (r->xattr != NO_FRAG)
+				read_xattrs(im, r->xattr, got, sizeof(got));
+			/* Stored order is by prefix id then name: re-sort ours. */
+			{
+				char *parts[3], *sv = NULL, *tok, tmp[4096];
+				size_t np = 0, q, g = 0;
+
+				strcpy(tmp, got);
+				for (tok = strtok_r(tmp, ";", &sv); tok && np < 3;
+				     tok = strtok_r(NULL, ";", &sv))
+					parts[np++] = tok;
+				qsort(parts, np, sizeof(parts[0]), spec_cmp_keys);
+				got[0] = '\0';
+				for (q = 0; q < np; q++)
+					g += (size_t)snprintf(got + g, sizeof(got) - g, "%s;", parts[q]);
+			}
+			if (strcmp(want, got))
+				fail_msg("%s: xattrs \"%s\", want \"%s\"", s->path, got, want);
+		}
+	}
+	if (im->nents != nentries)
+		fail_msg("image has %zu entries, the specs %zu (+ root)", im->nents, nentries - 1);
+}
+
+/* ======================================================================
+ * Test trees
+ * ====================================================================== */
+
+#define BS (128 * KiB)
+
+static struct spec *t1;
+static size_t t1n;
+static char longname[300];
+
+/* A mixed tree: every file type, links, dedup, holes, fragments, xattrs. */
+static void make_t1(void)
+{
+	struct memfile *sh = mf_gen(300 * KiB, 1, 0);
+	struct memfile *bash = mf_data(sh->ext[0].data, 300 * KiB);
+	struct memfile *sparse = mf_new(), *zeros = mf_new();
+	struct spec s[] = {
+		DIR_("bin", 0755),
+		FILE_("bin/sh", sh),
+		FILE_("bin/bash", bash),
+		{ .path = "bin/rsh", .link = "bin/sh" },
+		{ .path = "etc", .mode = S_IFDIR | 0750, .uid = 5, .gid = 6, .mtime = 12345 },
+		{ .path = "etc/passwd", .mode = S_IFREG | 0600, .uid = 1000, .gid = 100,
+		  .mtime = 5000000000ll, .mf = mf_gen(1500, 2, 0) },
+		{ .path = "etc/empty", .mode = S_IFREG | 0444, .mtime = -5, .mf = mf_gen(0, 3, 0) },
+		{ .path = "etc/link", .link = "etc/passwd" },
+		{ .path = "etc/link2", .link = "etc/passwd" },
+		{ .path = "etc/sym", .mode = S_IFLNK | 0777, .target = "passwd" },
+		DIR_("dev", 0755),
+		{ .path = "dev/null", .mode = S_IFCHR | 0666, .rdev = makedev(1, 3) },
+		{ .path = "dev/sda", .mode = S_IFBLK | 0660, .gid = 6, .rdev = makedev(8, 0) },
+		{ .path = "dev/big", .mode = S_IFCHR | 0600, .rdev = makedev(259, 70000) },
+		{ .path = "dev/fifo", .mode = S_IFIFO | 0644 },
+		{ .path = "dev/sock", .mode = S_IFSOCK | 0755 },
+		DIR_("data", 0700),
+		FILE_("data/sparse", sparse),
+		FILE_("data/zeros", zeros),
+		FILE_("data/exact", mf_gen(2 * BS, 4, 1)),
+		FILE_("data/exact_text", mf_gen(3 * BS, 5, 0)),
+		FILE_("data/tail1", mf_gen(BS + 777, 6, 0)),
+		FILE_("data/tail2", mf_gen(2 * BS + 1, 7, 1)),
+		DIR_("data/empty_dir", 0755),
+		DIR_("x", 01777),
+		{ .path = "x/f", .mode = S_IFREG | 0644, .mf = mf_gen(10, 8, 0),
+		  .xk = { "user.b", "security.selinux" }, .xv = { "2", "system_u:object_r" } },
+		{ .path = "x/g", .mode = S_IFREG | 0644, .mf = mf_gen(11, 9, 0),
+		  .xk = { "security.selinux", "user.b" }, .xv = { "system_u:object_r", "2" } },
+		{ .path = "x/t", .mode = S_IFLNK | 0777, .target = "f",
+		  .xk = { "trusted.t" }, .xv = { "" } },
+		{ .path = "x/d", .mode = S_IFCHR | 0600, .rdev = makedev(4, 5),
+		  .xk = { "user.dev" }, .xv = { "yes" } },
+		{ .path = "x/p", .mode = S_IFIFO | 0600, .xk = { "user.p" }, .xv = { "q" } },
+		{ .path = "names", .mode = S_IFDIR | 0755, .xk = { "user.dir" }, .xv = { "1" } },
+		FILE_("names/\xc3\xa9t\xc3\xa9", mf_gen(5, 10, 0)),
+		FILE_("names/a b c", mf_gen(6, 11, 0)),
+		FILE_("names/\x01\x7f\xff", mf_gen(7, 12, 0)),
+		FILE_("names/Z", mf_gen(8, 13, 0)),
+		FILE_("names/a", mf_gen(9, 14, 0)),
+		FILE_("names/aa", mf_gen(10, 15, 0)),
+		FILE_("names/a.", mf_gen(12, 16, 0)),
+		{ .path = longname, .mode = S_IFREG | 0644, .mf = mf_gen(13, 17, 0) },
+	};
+	size_t i;
+
+	memcpy(longname, "names/", 6);
+	memset(longname + 6, 'L', 256);
+	longname[6 + 256] = '\0';
+	/* 1 MiB + 5000 with data at 200K and 900K only. */
+	sparse->size = MiB + 5000;
+	mf_add(sparse, 200 * KiB, gen(3000, 20, 1), 3000);
+	mf_add(sparse, 900 * KiB, gen(BS, 21, 0), BS);
+	mf_add(sparse, MiB + 4000, gen(1000, 22, 0), 1000);
+	zeros->size = MiB;
+
+	t1n = sizeof(s) / sizeof(s[0]);
+	t1 = malloc(sizeof(s));
+	memcpy(t1, s, sizeof(s));
+	for (i = 0; i < t1n; i++)
+		if (S_ISDIR(t1[i].mode) && !t1[i].mtime)
+			t1[i].mtime = 1000 + (int64_t)i;
+}
+
+static const struct spec *spec_find(const struct spec *s, size_t n, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(s[i].path, path))
+			return &s[i];
+	fail_msg("no spec %s", path);
+	return NULL;
+}
+
+static void check_out(const struct out *o, const struct spec *specs, size_t n,
+		      const struct sqw_image_opts *opts)
+{
+	struct img im;
+	struct expect x = { opts->flags, opts->all_time, opts->force_uid, opts->force_gid };
+
+	if (o->ret)
+		fail_msg("sqw_image_write: %d (%s)", o->ret, o->err.what ? o->err.what : "?");
+	img_open(&im, o->data, o->size);
+	check_specs(&im, specs, n, &x);
+	/* Padding. */
+	if (opts->flags & SQW_OPT_NO_PAD)
+		assert_true(im.sb.bytes_used == o->size);
+	else
+		assert_true(o->size % 4096 == 0 && o->size - im.sb.bytes_used < 4096);
+	assert_true(o->st.image_size == im.sb.bytes_used);
+	assert_int_equal(o->st.inodes, im.sb.inodes);
+	assert_int_equal(o->st.ids, im.sb.no_ids);
+	assert_int_equal(o->st.fragments, im.sb.fragments);
+	/* The data area holds exactly the blocks and fragments counted. */
+	{
+		uint64_t start = 96;
+
+		if (im.sb.flags & 0x0400)
+			start += 2 + (get_le16(o->data + 96) & 0x7fff);
+		if (o->st.bytes_data != im.sb.inode_start - start)
+			fail_msg("bytes_data %llu, data area %llu",
+				 (unsigned long long)o->st.bytes_data,
+				 (unsigned long long)(im.sb.inode_start - start));
+	}
+	img_free(&im);
+}
+
+/* ======================================================================
+ * Tests
+ * ====================================================================== */
+
+static int setup(void **state)
+{
+	(void)state;
+	make_t1();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(t1);
+	free_kept();
+	return 0;
+}
+
+static void test_t1_roundtrip(void **state)
+{
+	struct sqw_image_opts o;
+	struct out out;
+	sqw_tree_t *t;
+	struct img im;
+
+	(void)state;
+	opts_init(&o, "zstd", BS);
+	t = build(t1, t1n, 0);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, t1, t1n, &o);
+
+	/* Superblock details. */
+	img_open(&im, out.data, out.size);
+	assert_int_equal(im.sb.mkfs_time, 1700000000u);
+	assert_int_equal(im.sb.compression, SQW_COMP_ZSTD);
+	assert_int_equal(im.sb.block_size, BS);
+	assert_int_equal(im.sb.block_log, 17);
+	/* Inodes: root + every non-link spec. */
+	{
+		size_t i, want = 1;
+
+		for (i = 0; i < t1n; i++)
+			want += !t1[i].link;
+		assert_int_equal(im.sb.inodes, want);
+	}
+	/* The root is numbered last. */
+	assert_int_equal(img_find(&im, "/")->ino.ino, im.sb.inodes);
+	/* Default zstd level: no options block; dedup, export, xattrs. */
+	assert_int_equal(im.sb.flags, 0x0040 | 0x0080);
+	assert_true(im.sb.fragments >= 1);
+	/* ids: 0, 5, 6, 1000, 100 */
+	assert_int_equal(im.sb.no_ids, 5);
+	/* Identical files share their blocks. */
+	{
+		const struct rent *a = img_find(&im, "/bin/sh"), *b = img_find(&im, "/bin/bash");
+
+		assert_true(a->ino.blocks_start == b->ino.blocks_start);
+		assert_int_equal(a->ino.nblocks, b->ino.nblocks);
+		assert_memory_equal(a->ino.blocks, b->ino.blocks, 4 * a->ino.nblocks);
+		assert_int_equal(a->ino.frag, b->ino.frag);
+		assert_int_equal(a->ino.frag_off, b->ino.frag_off);
+		assert_int_not_equal(a->ino.ino, b->ino.ino);
+		assert_int_equal(a->ino.type, 9);	/* sh has a second name */
+		assert_int_equal(a->ino.nlink, 2);
+		assert_int_equal(b->ino.type, 2);
+	}
+	/* Same xattr set, different order: one id. */
+	assert_int_equal(img_find(&im, "/x/f")->ino.xattr, img_find(&im, "/x/g")->ino.xattr);
+	assert_int_equal(im.nxids, 5);
+	assert_int_equal(out.st.xattr_sets, 5);
+	/* Stats. */
+	assert_int_equal(out.st.dedup_files, 1);
+	assert_true(out.st.dedup_bytes == 300 * KiB);
+	assert_int_equal(out.st.dirs, 8);
+	assert_int_equal(out.st.symlinks, 2);
+	assert_int_equal(out.st.devices, 4);
+	assert_int_equal(out.st.ipcs, 3);
+	assert_true(out.st.bytes_in == sqw_tree_data_size(t));
+	/* The all-zero file and the gaps are holes, never read. */
+	assert_true(out.st.sparse_bytes >= 2 * MiB - 3 * BS);
+	assert_true(spec_find(t1, t1n, "data/zeros")->mf->read_bytes == 0);
+	img_free(&im);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+/* Same bytes for every worker count and queue size. */
+static void test_determinism_jobs(void **state)
+{
+	static const unsigned jobs[][2] = { { 0, 0 }, { 1, 0 }, { 2, 0 }, { 8, 0 },
+					    { 8, 2 }, { 3, 5 }, { 0, 2 } };
+	struct sqw_image_opts o;
+	struct out ref, out;
+	size_t i;
+
+	(void)state;
+	opts_init(&o, "zstd:3", BS);
+	for (i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++) {
+		sqw_tree_t *t = build(t1, t1n, 0);
+
+		o.jobs = jobs[i][0];
+		o.queue = jobs[i][1];
+		write_image(t, &ops_holes, &o, i ? &out : &ref);
+		sqw_tree_destroy(t);
+		if (i == 0) {
+			check_out(&ref, t1, t1n, &o);
+			continue;
+		}
+		assert_int_equal(out.ret, 0);
+		if (out.size != ref.size || memcmp(out.data, ref.data, ref.size))
+			fail_msg("jobs=%u queue=%u: image differs from the serial one",
+				 jobs[i][0], jobs[i][1]);
+		assert_memory_equal(&out.st, &ref.st, sizeof(out.st));
+		out_free(&out);
+	}
+	out_free(&ref);
+}
+
+/* Same bytes whatever order the tree was filled in. */
+static void test_determinism_order(void **state)
+{
+	struct sqw_image_opts o;
+	struct out ref, out;
+	unsigned order;
+
+	(void)state;
+	opts_init(&o, "zstd:3", BS);
+	o.jobs = 2;
+	for (order = 0; order < 6; order++) {
+		sqw_tree_t *t = build(t1, t1n, order);
+
+		write_image(t, &ops_holes, &o, order ? &out : &ref);
+		sqw_tree_destroy(t);
+		if (!order)
+			continue;
+		assert_int_equal(out.ret, 0);
+		if (out.size != ref.size || memcmp(out.data, ref.data, ref.size))
+			fail_msg("insertion order %u: image differs", order);
+		out_free(&out);
+	}
+	check_out(&ref, t1, t1n, &o);
+	out_free(&ref);
+}
+
+/* A tree can be written again; an existing larger file is truncated. */
+static void test_write_twice(void **state)
+{
+	struct sqw_image_opts o;
+	struct out a;
+	sqw_tree_t *t = build(t1, t1n, 0);
+	int fd = memfd(), ret;
+	uint8_t *junk = malloc(4 * MiB);
+	size_t size;
+	uint8_t *b;
+	struct srcctx ctx = { 0 };
+
+	(void)state;
+	opts_init(&o, "gzip", BS);
+	write_image(t, &ops_holes, &o, &a);
+	check_out(&a, t1, t1n, &o);
+	memset(junk, 0xAB, 4 * MiB);
+	assert_int_equal(pwrite_all(fd, junk, 4 * MiB, 0), 0);
+	ret = sqw_image_write(t, &ops_holes, &ctx, fd, &o, NULL, NULL);
+	assert_int_equal(ret, 0);
+	b = slurp(fd, &size);
+	assert_int_equal(size, a.size);
+	assert_memory_equal(b, a.data, size);
+	free(b);
+	free(junk);
+	close(fd);
+	out_free(&a);
+	sqw_tree_destroy(t);
+}
+
+/* Holes reported by next_data() or zeros read: the same image. */
+static void test_sparse_equivalence(void **state)
+{
+	struct sqw_image_opts o;
+	struct out a, b;
+	sqw_tree_t *t;
+	size_t i;
+	uint64_t reads = 0;
+
+	(void)state;
+	opts_init(&o, "zstd:1", BS);
+	t = build(t1, t1n, 0);
+	for (i = 0; i < t1n; i++)
+		if (t1[i].mf)
+			t1[i].mf->read_bytes = 0;
+	write_image(t, &ops_holes, &o, &a);
+	for (i = 0; i < t1n; i++)
+		if (t1[i].mf)
+			reads += t1[i].mf->read_bytes;
+	/* The all-zero MiB and the gaps of data/sparse were not read. */
+	assert_true(spec_find(t1, t1n, "data/zeros")->mf->read_bytes == 0);
+	assert_true(spec_find(t1, t1n, "data/sparse")->mf->read_bytes < 4 * BS);
+	assert_true(reads > 0);
+	/* Without next_data every byte is read. */
+	write_image(t, &ops_plain, &o, &b);
+	check_out(&a, t1, t1n, &o);
+	assert_int_equal(b.ret, 0);
+	if (a.size != b.size || memcmp(a.data, b.data, a.size))
+		fail_msg("holes via next_data() and zeros via read() give different images");
+	assert_true(a.st.sparse_bytes == b.st.sparse_bytes);
+	assert_true(spec_find(t1, t1n, "data/zeros")->mf->read_bytes >= MiB);
+	out_free(&a);
+	out_free(&b);
+	sqw_tree_destroy(t);
+}
+
+/* A 1 MiB all-zero file: all holes, tiny image; NO_SPARSE stores blocks. */
+static void test_sparse_zero_file(void **state)
+{
+	struct sqw_image_opts o;
+	struct spec s[] = { FILE_("z", NULL) };
+	struct out a, b, c;
+	sqw_tree_t *t;
+	struct img im;
+	uint32_t k;
+
+	(void)state;
+	s[0].mf = mf_new();
+	s[0].mf->size = MiB;
+	opts_init(&o, "zstd", BS);
+	t = build(s, 1, 0);
+	write_image(t, &ops_holes, &o, &a);
+	write_image(t, &ops_plain, &o, &b);
+	check_out(&a, s, 1, &o);
+	assert_true(a.st.sparse_bytes == MiB);
+	assert_true(b.st.sparse_bytes == MiB);
+	assert_int_equal(a.st.blocks, 0);
+	assert_true(a.st.bytes_data == 0);
+	assert_true(a.size == b.size && !memcmp(a.data, b.data, a.size));
+	img_open(&im, a.data, a.size);
+	assert_true(im.sb.bytes_used < 1024);
+	assert_true(a.size == 4096);
+	{
+		const struct rent *z = img_find(&im, "/z");
+
+		assert_int_equal(z->ino.nblocks, MiB / BS);
+		for (k = 0; k < z->ino.nblocks; k++)
+			assert_int_equal(get_le32(z->ino.blocks + 4 * k), 0);
+		assert_int_equal(z->ino.frag, NO_FRAG);
+	}
+	img_free(&im);
+
+	o.flags = SQW_OPT_NO_SPARSE;
+	write_image(t, &ops_holes, &o, &c);
+	check_out(&c, s, 1, &o);
+	assert_true(c.st.sparse_bytes == 0);
+	assert_int_equal(c.st.blocks, MiB / BS);
+	img_open(&im, c.data, c.size);
+	{
+		const struct rent *z = img_find(&im, "/z");
+
+		for (k = 0; k < z->ino.nblocks; k++)
+			assert_int_not_equal(get_le32(z->ino.blocks + 4 * k), 0);
+	}
+	assert_true(im.sb.bytes_used > a.st.image_size);
+	img_free(&im);
+	out_free(&a);
+	out_free(&b);
+	out_free(&c);
+	sqw_tree_destroy(t);
+}
+
+/* Whole-file dedup against SQW_OPT_NO_DEDUP. */
+static void test_dedup(void **state)
+{
+	struct sqw_image_opts o;
+	const uint8_t *d = gen(300 * KiB, 99, 1);
+	uint8_t *d2 = gen(300 * KiB, 99, 1);
+	struct spec s[] = {
+		FILE_("a", mf_data(d, 300 * KiB)),
+		FILE_("b", mf_data(d, 300 * KiB)),
+		FILE_("c", mf_data(d2, 300 * KiB)),	/* same size, one byte differs */
+	};
+	struct out a, b;
+	sqw_tree_t *t;
+	struct img im;
+
+	(void)state;
+	d2[150 * KiB] ^= 1;
+	opts_init(&o, "zstd", BS);
+	t = build(s, 3, 0);
+	write_image(t, &ops_holes, &o, &a);
+	check_out(&a, s, 3, &o);
+	assert_int_equal(a.st.dedup_files, 1);
+	assert_true(a.st.dedup_bytes == 300 * KiB);
+	img_open(&im, a.data, a.size);
+	assert_true(img_find(&im, "/a")->ino.blocks_start == img_find(&im, "/b")->ino.blocks_start);
+	assert_true(img_find(&im, "/a")->ino.blocks_start != img_find(&im, "/c")->ino.blocks_start);
+	assert_int_equal(im.sb.flags & 0x0040, 0x0040);
+	img_free(&im);
+
+	o.flags = SQW_OPT_NO_DEDUP;
+	write_image(t, &ops_holes, &o, &b);
+	check_out(&b, s, 3, &o);
+	assert_int_equal(b.st.dedup_files, 0);
+	img_open(&im, b.data, b.size);
+	assert_int_equal(im.sb.flags & 0x0040, 0);
+	assert_true(img_find(&im, "/a")->ino.blocks_start != img_find(&im, "/b")->ino.blocks_start);
+	img_free(&im);
+	/* Random data: the second copy costs its full size. */
+	assert_true(b.st.image_size >= a.st.image_size + 300 * KiB);
+	assert_true(a.size < b.size);
+	out_free(&a);
+	out_free(&b);
+	sqw_tree_destroy(t);
+}
+
+/* Dedup sees through holes: the same contents with a hole reported in one
+ * file and zeros read in the other are still one copy. */
+static void test_dedup_holes(void **state)
+{
+	struct sqw_image_opts o;
+	uint8_t *d = gen(3 * BS, 7, 0);
+	struct memfile *a = mf_data(d, 3 * BS), *b = mf_new();
+	struct spec s[] = { FILE_("a", a), FILE_("b", b) };
+	struct out out;
+	sqw_tree_t *t;
+
+	(void)state;
+	memset(d + BS, 0, BS);		/* the middle block is zeros in a */
+	b->size = 3 * BS;
+	mf_add(b, 0, d, BS);		/* and a hole in b */
+	mf_add(b, 2 * BS, d + 2 * BS, BS);
+	opts_init(&o, "zstd", BS);
+	t = build(s, 2, 0);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, s, 2, &o);
+	assert_int_equal(out.st.dedup_files, 1);
+	assert_true(out.st.sparse_bytes == BS);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+/* Tails: identical tails share fragment bytes (always-fragments mode). */
+static void test_tail_dedup(void **state)
+{
+	struct sqw_image_opts o;
+	const uint8_t *tail = gen(100, 5, 1);
+	uint8_t *d1 = gen(BS + 100, 1, 1), *d2 = gen(BS + 100, 2, 1);
+	struct spec s[] = { FILE_("a", mf_data(d1, BS + 100)),
+			    FILE_("b", mf_data(d2, BS + 100)),
+			    FILE_("c", mf_gen(BS + 100, 3, 1)),
+			    /* a whole number of blocks: no fragment even now */
+			    FILE_("d", mf_gen(2 * BS, 4, 0)),
+			    FILE_("e", mf_gen(0, 4, 0)) };
+	struct out out;
+	sqw_tree_t *t;
+	struct img im;
+
+	(void)state;
+	memcpy(d1 + BS, tail, 100);
+	memcpy(d2 + BS, tail, 100);
+	opts_init(&o, "zstd", BS);
+	o.flags = SQW_OPT_ALWAYS_FRAGMENTS;
+	t = build(s, 5, 0);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, s, 5, &o);
+	assert_int_equal(out.st.dedup_tails, 1);
+	assert_int_equal(out.st.dedup_files, 0);
+	img_open(&im, out.data, out.size);
+	assert_int_equal(im.sb.flags & 0x0020, 0x0020);
+	{
+		const struct rino *a = &img_find(&im, "/a")->ino, *b = &img_find(&im, "/b")->ino;
+		const struct rino *c = &img_find(&im, "/c")->ino;
+
+		assert_int_not_equal(a->frag, NO_FRAG);
+		assert_int_equal(a->frag, b->frag);
+		assert_int_equal(a->frag_off, b->frag_off);
+		assert_true(a->frag != c->frag || a->frag_off != c->frag_off);
+		assert_int_equal(a->nblocks, 1);
+		assert_int_equal(img_find(&im, "/d")->ino.frag, NO_FRAG);
+		assert_int_equal(img_find(&im, "/d")->ino.nblocks, 2);
+		assert_int_equal(img_find(&im, "/e")->ino.frag, NO_FRAG);
+		assert_int_equal(img_find(&im, "/e")->ino.nblocks, 0);
+	}
+	assert_int_equal(im.sb.fragments, 1);
+	img_free(&im);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+/*
+ * A duplicate tail that arrives when the open fragment block is too full
+ * to have taken it must not leave an empty fragment block behind.
+ */
+static void test_tail_dedup_no_empty_fragment(void **state)
+{
+	struct sqw_image_opts o;
+	const uint8_t *x = gen(3000, 31, 1);
+	uint8_t *c = gen(4096 + 3000, 32, 1);
+	struct spec s[] = { FILE_("a", mf_data(x, 3000)),
+			    FILE_("c", mf_data(c, 4096 + 3000)) };
+	struct out out;
+	sqw_tree_t *t;
+
+	(void)state;
+	memcpy(c + 4096, x, 3000);
+	opts_init(&o, "zstd", 4096);
+	o.flags = SQW_OPT_ALWAYS_FRAGMENTS;
+	t = build(s, 2, 0);
+	write_image(t, &ops_holes, &o, &out);
+	assert_int_equal(out.ret, 0);
+	assert_int_equal(out.st.dedup_tails, 1);
+	/* One fragment block holds the single distinct tail. */
+	assert_int_equal(out.st.fragments, 1);
+	check_out(&out, s, 2, &o);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+/* Fragments on and off. */
+static void test_fragments(void **state)
+{
+	struct spec s[40];
+	char names[40][8];
+	struct sqw_image_opts o;
+	struct out a, b;
+	struct img im;
+	sqw_tree_t *t;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 40; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%02zu", i);
+		memset(&s[i], 0, sizeof(s[i]));
+		s[i].path = names[i];
+		s[i].mode = S_IFREG | 0644;
+		s[i].mf = mf_gen(i * 1000 + 1 + (i == 39 ? 2 * BS : 0), 100 + i, 0);
+	}
+	opts_init(&o, "zstd", BS);
+	t = build(s, 40, 0);
+	write_image(t, &ops_holes, &o, &a);
+	check_out(&a, s, 40, &o);
+	img_open(&im, a.data, a.size);
+	assert_true(im.sb.fragments >= 1);
+	assert_int_equal(im.sb.flags & 0x0030, 0);
+	assert_int_not_equal(img_find(&im, "/f05")->ino.frag, NO_FRAG);
+	/* Larger than a block: tail in a block of its own by default. */
+	assert_int_equal(img_find(&im, "/f39")->ino.frag, NO_FRAG);
+	assert_int_equal(img_find(&im, "/f39")->ino.nblocks, 3);
+	img_free(&im);
+
+	o.flags = SQW_OPT_NO_FRAGMENTS;
+	write_image(t, &ops_holes, &o, &b);
+	check_out(&b, s, 40, &o);
+	img_open(&im, b.data, b.size);
+	assert_int_equal(im.sb.fragments, 0);
+	assert_int_equal(b.st.fragments, 0);
+	assert_int_equal(im.sb.flags & 0x0010, 0x0010);
+	for (i = 0; i < 40; i++) {
+		const struct rino *r = &im.ents[i].ino;
+
+		if (r->btype == 2)
+			assert_int_equal(r->frag, NO_FRAG);
+	}
+	assert_int_equal(img_find(&im, "/f05")->ino.nblocks, 1);
+	img_free(&im);
+
+	o.flags = SQW_OPT_NO_FRAGMENTS | SQW_OPT_ALWAYS_FRAGMENTS;
+	out_free(&b);
+	write_image(t, &ops_holes, &o, &b);
+	assert_int_equal(b.ret, -EINVAL);
+	assert_non_null(b.err.what);
+	out_free(&a);
+	out_free(&b);
+	sqw_tree_destroy(t);
+}
+
+/* Superblock flags, options block and tables for each codec and option. */
+static void test_superblock(void **state)
+{
+	static const char *const comps[] = {
+		"gzip", "gzip:1", "xz", "xz:6,dict=64K", "lz4", "lzo", "zstd", "zstd:1",
+	};
+	struct spec s[] = {
+		FILE_("a", NULL), { .path = "d", .mode = S_IFDIR | 0755, .uid = 7 },
+		{ .path = "d/b", .mode = S_IFREG | 0600, .gid = 9, .mf = NULL },
+	};
+	size_t c;
+
+	(void)state;
+	s[0].mf = mf_gen(70000, 1, 0);
+	s[2].mf = mf_gen(5000, 2, 0);
+	for (c = 0; c < sizeof(comps) / sizeof(comps[0]); c++) {
+		struct sqw_image_opts o;
+		unsigned f;
+		char cname[16];
+		int id;
+
+		snprintf(cname, sizeof(cname), "%.*s", (int)strcspn(comps[c], ":,"), comps[c]);
+		id = sqw_comp_id_from_name(cname);
+
+		if (id < 0 || !sqw_comp_available((enum sqw_comp_id)id))
+			continue;
+		for (f = 0; f < 4; f++) {
+			uint8_t optbuf[64];
+			size_t optlen;
+			struct out out;
+			struct img im;
+			sqw_tree_t *t = build(s, 3, 0);
+
+			opts_init(&o, comps[c], 64 * KiB);
+			o.flags = (f & 1 ? SQW_OPT_NO_EXPORTS : 0) | (f & 2 ? SQW_OPT_NO_PAD : 0);
+			o.mkfs_time = 42 + (uint32_t)f;
+			write_image(t, &ops_holes, &o, &out);
+			check_out(&out, s, 3, &o);
+			img_open(&im, out.data, out.size);
+			assert_int_equal(im.sb.compression, id);
+			assert_int_equal(im.sb.block_size, 64 * KiB);
+			assert_int_equal(im.sb.block_log, 16);
+			assert_int_equal(im.sb.mkfs_time, 42 + f);
+			assert_int_equal(im.sb.inodes, 4);
+			assert_int_equal(im.sb.no_ids, 3);	/* 0, 7, 9 */
+			optlen = sqw_comp_config_options(&o.comp, optbuf);
+			if (optlen) {
+				assert_int_equal(im.sb.flags & 0x0400, 0x0400);
+				assert_int_equal(get_le16(out.data + 96), 0x8000 | optlen);
+				assert_memory_equal(out.data + 98, optbuf, optlen);
+			} else {
+				assert_int_equal(im.sb.flags & 0x0400, 0);
+			}
+			if (id == SQW_COMP_LZ4)
+				assert_true(optlen > 0);
+			assert_int_equal(im.sb.flags & 0x0200, 0x0200);	/* no xattrs */
+			assert_true(im.sb.xattr_start == UINT64_MAX);
+			if (f & 1) {
+				assert_true(im.sb.lookup_start == UINT64_MAX);
+				assert_int_equal(im.sb.flags & 0x0080, 0);
+			} else {
+				assert_int_equal(im.sb.flags & 0x0080, 0x0080);
+			}
+			assert_int_equal(im.sb.flags & ~0x06F0, 0);
+			if (f & 2)
+				assert_true(out.size == im.sb.bytes_used);
+			else
+				assert_true(out.size % 4096 == 0);
+			/* Data starts right after the superblock and options. */
+			assert_true(img_find(&im, "/a")->ino.blocks_start ==
+				    96 + (optlen ? 2 + optlen : 0));
+			img_free(&im);
+			out_free(&out);
+			sqw_tree_destroy(t);
+		}
+	}
+}
+
+/*
+ * Padding goes to the next multiple of 4096 (not just of 512): pick a file
+ * size that puts bytes_used on a multiple of 512 that is not one of 4096.
+ */
+static void test_padding(void **state)
+{
+	const uint8_t *d = gen(8192, 77, 1);
+	struct sqw_image_opts o;
+	size_t k = 1000;
+	int attempt;
+
+	(void)state;
+	opts_init(&o, "zstd", BS);
+	for (attempt = 0; attempt < 16; attempt++) {
+		struct spec s[] = { FILE_("f", mf_data(d, k)) };
+		sqw_tree_t *t = build(s, 1, 0);
+		struct out a, b;
+		uint64_t used;
+
+		o.flags = SQW_OPT_NO_PAD;
+		write_image(t, &ops_holes, &o, &a);
+		check_out(&a, s, 1, &o);
+		used = a.st.image_size;
+		assert_true(a.size == used);
+		if (used % 512 || used % 4096 == 0) {
+			/* Random bytes grow the image one for one: step there. */
+			k += 512 - used % 512 + (used % 4096 == 3584 ? 512 : 0);
+			out_free(&a);
+			sqw_tree_destroy(t);
+			continue;
+		}
+		o.flags = 0;
+		write_image(t, &ops_holes, &o, &b);
+		check_out(&b, s, 1, &o);
+		assert_true(b.st.image_size == used);
+		assert_true(b.size == (used + 4095) / 4096 * 4096);
+		/* The padding is zeros and the image before it is unchanged. */
+		assert_memory_equal(a.data, b.data, used);
+		assert_true(is_zero(b.data + used, b.size - used));
+		out_free(&a);
+		out_free(&b);
+		sqw_tree_destroy(t);
+		return;
+	}
+	fail_msg("could not place bytes_used on a multiple of 512");
+}
+
+/* Xattrs dropped on request; the flag and table follow. */
+static void test_no_xattrs(void **state)
+{
+	struct sqw_image_opts o;
+	struct spec s[] = {
+		{ .path = "f", .mode = S_IFREG | 0644, .mf = NULL, .xk = { "user.a" }, .xv = { "b" } },
+		{ .path = "d", .mode = S_IFDIR | 0755, .xk = { "trusted.x" }, .xv = { "y" } },
+	};
+	struct out a, b;
+	struct img im;
+	sqw_tree_t *t;
+
+	(void)state;
+	s[0].mf = mf_gen(10, 1, 0);
+	opts_init(&o, "zstd", BS);
+	t = build(s, 2, 0);
+	write_image(t, &ops_holes, &o, &a);
+	check_out(&a, s, 2, &o);
+	img_open(&im, a.data, a.size);
+	assert_int_equal(im.sb.flags & 0x0200, 0);
+	assert_int_equal(img_find(&im, "/f")->ino.type, 9);
+	assert_int_equal(img_find(&im, "/d")->ino.type, 8);
+	img_free(&im);
+	o.flags = SQW_OPT_NO_XATTRS;
+	write_image(t, &ops_holes, &o, &b);
+	check_out(&b, s, 2, &o);
+	img_open(&im, b.data, b.size);
+	assert_int_equal(im.sb.flags & 0x0200, 0x0200);
+	assert_true(im.sb.xattr_start == UINT64_MAX);
+	assert_int_equal(img_find(&im, "/f")->ino.type, 2);
+	assert_int_equal(img_find(&im, "/d")->ino.type, 1);
+	img_free(&im);
+	out_free(&a);
+	out_free(&b);
+	sqw_tree_destroy(t);
+}
+
+/* ids: 65535 distinct values fit, 65536 do not. */
+static void run_ids(uint32_t nfiles, unsigned flags, int want_ret, uint16_t want_ids)
+{
+	struct sqw_image_opts o;
+	struct out out;
+	sqw_tree_t *t = sqw_tree_create();
+	sqw_node_t *root = sqw_tree_root(t);
+	uint32_t i;
+
+	for (i = 0; i < nfiles; i++) {
+		struct sqw_attr a = { .mode = S_IFIFO | 0644, .uid = i, .gid = 0 };
+		char name[16];
+		int len = snprintf(name, sizeof(name), "p%05u", i);
+
+		assert_int_equal(sqw_tree_add(t, root, name, (size_t)len, &a, NULL, NULL), 0);
+	}
+	opts_init(&o, "zstd:1", BS);
+	o.flags = flags;
+	write_image(t, &ops_holes, &o, &out);
+	if (out.ret != want_ret)
+		fail_msg("%u distinct ids: %d, want %d", nfiles, out.ret, want_ret);
+	if (want_ret == 0) {
+		struct img im;
+
+		img_open(&im, out.data, out.size);
+		assert_int_equal(im.sb.no_ids, want_ids);
+		assert_int_equal(im.sb.inodes, nfiles + 1);
+		/* Each fifo maps to its own uid. */
+		for (i = 1; i < im.nents; i += 997) {
+			unsigned v = 0;
+
+			assert_int_equal(sscanf(im.ents[i].path, "/p%05u", &v), 1);
+			assert_int_equal(img_id(&im, im.ents[i].ino.uid),
+					 flags & SQW_OPT_ALL_ROOT ? 0 : v);
+		}
+		img_free(&im);
+	} else {
+		assert_int_equal(out.err.code, want_ret);
+		assert_non_null(out.err.what);
+		if (!strstr(out.err.what, "ids") && !strstr(out.err.what, "uid"))
+			fail_msg("error text \"%s\" does not mention ids", out.err.what);
+		assert_non_null(out.err.node);
+	}
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+static void test_ids_limit(void **state)
+{
+	(void)state;
+	run_ids(65535, 0, 0, 65535);		/* uids 0..65534 */
+	run_ids(65536, 0, -EOVERFLOW, 0);	/* uids 0..65535 */
+	run_ids(65536, SQW_OPT_ALL_ROOT, 0, 1);
+}
+
+/* Times and ids overridden by options. */
+static void test_overrides(void **state)
+{
+	struct sqw_image_opts o;
+	struct out out;
+	sqw_tree_t *t = build(t1, t1n, 0);
+
+	(void)state;
+	opts_init(&o, "zstd:1", BS);
+	o.all_time = 777;
+	o.force_uid = 4242;
+	o.force_gid = 77;
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, t1, t1n, &o);
+	assert_int_equal(out.st.ids, 2);
+	out_free(&out);
+	opts_init(&o, "zstd:1", BS);
+	o.flags = SQW_OPT_ALL_ROOT;
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, t1, t1n, &o);
+	assert_int_equal(out.st.ids, 1);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+/* Large directories: many runs, extended inode, a valid index. */
+static void test_large_dir(void **state)
+{
+	enum { N = 6000 };
+	struct spec *s = calloc(N + 1, sizeof(*s));
+	char (*names)[80] = calloc(N + 1, 80);
+	struct sqw_image_opts o;
+	struct out out;
+	struct img im;
+	sqw_tree_t *t;
+	size_t i;
+
+	(void)state;
+	s[0].path = "big";
+	s[0].mode = S_IFDIR | 0755;
+	for (i = 1; i <= N; i++) {
+		snprintf(names[i], 80, "big/entry-with-a-rather-long-name-%06zu", (i * 7919) % N);
+		s[i].path = names[i];
+		s[i].mode = i % 3 ? S_IFIFO | 0644 : S_IFREG | 0644;
+		if (!(i % 3))
+			s[i].mf = mf_gen(i % 50, i, 0);
+	}
+	opts_init(&o, "zstd:1", BS);
+	t = build(s, N + 1, 0);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, s, N + 1, &o);
+	img_open(&im, out.data, out.size);
+	{
+		const struct rino *b = &img_find(&im, "/big")->ino;
+
+		assert_int_equal(b->type, 8);
+		assert_true(b->file_size > 65535);
+		assert_true(b->icount >= b->file_size / 8192 - 1);
+	}
+	img_free(&im);
+	out_free(&out);
+	sqw_tree_destroy(t);
+	free(s);
+	free(names);
+}
+
+/* Progress: monotonic, and at the end all file data is accounted for. */
+struct prog {
+	int calls;
+	uint64_t last, bad;
+	struct sqw_stats final;
+};
+
+static void prog_cb(void *arg, const struct sqw_stats *st)
+{
+	struct prog *p = arg;
+
+	p->calls++;
+	if (st->progress_bytes < p->last)
+		p->bad++;
+	p->last = st->progress_bytes;
+	p->final = *st;
+}
+
+static void test_progress(void **state)
+{
+	struct sqw_image_opts o;
+	struct out out;
+	struct prog p = { 0 };
+	sqw_tree_t *t = build(t1, t1n, 0);
+	uint64_t tails = 0;
+	size_t i;
+
+	(void)state;
+	opts_init(&o, "zstd:1", BS);
+	o.progress = prog_cb;
+	o.progress_arg = &p;
+	write_image(t, &ops_holes, &o, &out);
+	assert_int_equal(out.ret, 0);
+	assert_true(p.calls >= 1);
+	assert_true(p.bad == 0);
+	for (i = 0; i < t1n; i++)
+		if (t1[i].mf && !t1[i].link && t1[i].mf->size < BS)
+			tails += t1[i].mf->size;
+	out_free(&out);
+	sqw_tree_destroy(t);
+	if (p.final.progress_bytes != p.final.bytes_in)
+		fail_msg("final progress %llu of %llu bytes (fragment tails total %llu)",
+			 (unsigned long long)p.final.progress_bytes,
+			 (unsigned long long)p.final.bytes_in, (unsigned long long)tails);
+	assert_true(out.st.progress_bytes == out.st.bytes_in);
+}
+
+/* Errors: code, text and node; every handle closed; no leaks. */
+static int progress_calls;
+static void progress_cb(void *arg, const struct sqw_stats *st)
+{
+	(void)st;
+	(*(int *)arg)++;
+}
+
+static void test_errors(void **state)
+{
+	struct sqw_image_opts o;
+	struct out out;
+	struct memfile *bad = mf_gen(3 * BS + 5, 1, 0);
+	struct spec s[] = { FILE_("a", mf_gen(5 * BS, 2, 0)), FILE_("b", bad),
+			    FILE_("c", mf_gen(100, 3, 0)) };
+	sqw_tree_t *t = build(s, 3, 0);
+	char path[64];
+
+	(void)state;
+	opts_init(&o, "zstd:1", BS);
+	o.progress = progress_cb;
+	o.progress_arg = &progress_calls;
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, s, 3, &o);
+	assert_true(progress_calls >= 1);
+	out_free(&out);
+
+	bad->fail_read = -EIO;
+	o.jobs = 2;
+	write_image(t, &ops_holes, &o, &out);
+	assert_int_equal(out.ret, -EIO);
+	assert_int_equal(out.err.code, -EIO);
+	assert_string_equal(out.err.what, "reading");
+	assert_ptr_equal(out.err.node, must_lookup(t, "b"));
+	sqw_node_path(out.err.node, path, sizeof(path));
+	assert_string_equal(path, "/b");
+	out_free(&out);
+
+	bad->fail_read = 0;
+	bad->fail_open = -EACCES;
+	o.jobs = 0;
+	write_image(t, &ops_holes, &o, &out);
+	assert_int_equal(out.ret, -EACCES);
+	assert_string_equal(out.err.what, "opening");
+	assert_ptr_equal(out.err.node, must_lookup(t, "b"));
+	out_free(&out);
+	bad->fail_open = 0;
+
+	/* Bad options. */
+	opts_init(&o, "zstd", BS);
+	o.comp.block_size = 3000;
+	write_image(t, &ops_holes, &o, &out);
+	assert_int_equal(out.ret, -EINVAL);
+	assert_non_null(out.err.what);
+	out_free(&out);
+	sqw_tree_destroy(t);
+
+	/* A device number the format cannot hold; an unknown file type. */
+	{
+		struct spec d[] = { { .path = "dev", .mode = S_IFCHR | 0600,
+				      .rdev = makedev(4096, 1) } };
+
+		t = build(d, 1, 0);
+		opts_init(&o, "zstd", BS);
+		write_image(t, &ops_holes, &o, &out);
+		assert_int_equal(out.ret, -EOVERFLOW);
+		assert_ptr_equal(out.err.node, must_lookup(t, "dev"));
+		out_free(&out);
+		sqw_tree_destroy(t);
+	}
+	{
+		struct spec d[] = { { .path = "weird", .mode = 0644 } };
+
+		t = build(d, 1, 0);
+		write_image(t, &ops_holes, &o, &out);
+		assert_int_equal(out.ret, -EINVAL);
+		assert_ptr_equal(out.err.node, must_lookup(t, "weird"));
+		out_free(&out);
+		sqw_tree_destroy(t);
+	}
+}
+
+/* An empty tree is a valid image. */
+static void test_empty_tree(void **state)
+{
+	struct sqw_image_opts o;
+	struct out out;
+	sqw_tree_t *t = sqw_tree_create();
+	struct img im;
+
+	(void)state;
+	opts_init(&o, "gzip", 4096);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, NULL, 0, &o);
+	img_open(&im, out.data, out.size);
+	assert_int_equal(im.sb.inodes, 1);
+	assert_int_equal(im.sb.no_ids, 1);
+	assert_int_equal(im.sb.fragments, 0);
+	img_free(&im);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+/* unsquashfs as a second judge: list and extract. */
+static int run_cmd(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char unsq_dir[64];
+
+/* Runs after test_unsquashfs even when it fails. */
+static int unsq_cleanup(void **state)
+{
+	char cmd[200];
+
+	(void)state;
+	if (unsq_dir[0]) {
+		snprintf(cmd, sizeof(cmd), "chmod -R u+rwx %s; rm -rf %s", unsq_dir, unsq_dir);
+		run_cmd(cmd);
+		unsq_dir[0] = '\0';
+	}
+	return 0;
+}
+
+static void test_unsquashfs(void **state)
+{
+	char *dir = unsq_dir, cmd[512], img[256], path[512];
+	struct sqw_image_opts o;
+	struct out out;
+	sqw_tree_t *t;
+	size_t i;
+	int fd;
+	FILE *f;
+	char line[2048];
+	int found_sh = 0, found_long = 0, found_sym = 0;
+	const struct spec *s = t1;
+	size_t n = t1n;
+
+	(void)state;
+	if (run_cmd("unsquashfs -help >/dev/null 2>&1") == 127)
+		skip();
+	strcpy(unsq_dir, "/tmp/sqw-unit-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/t1.sqfs", dir);
+	opts_init(&o, "zstd", BS);
+	o.jobs = 2;
+	t = build(s, n, 0);
+	fd = open(img, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	{
+		struct srcctx ctx = { 0 };
+		struct sqw_error err;
+
+		assert_int_equal(sqw_image_write(t, &ops_holes, &ctx, fd, &o, &out.st, &err), 0);
+	}
+	close(fd);
+
+	snprintf(cmd, sizeof(cmd), "unsquashfs -lls %s > %s/list 2>&1", img, dir);
+	if (run_cmd(cmd) != 0) {
+		snprintf(cmd, sizeof(cmd), "cat %s/list >&2", dir);
+		run_cmd(cmd);
+		fail_msg("unsquashfs -lls rejected the image");
+	}
+	snprintf(path, sizeof(path), "%s/list", dir);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "squashfs-root/bin/sh\n") && line[0] == '-')
+			found_sh = 1;
+		if (strstr(line, "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"))
+			found_long = 1;
+		if (strstr(line, "squashfs-root/etc/sym -> passwd") && line[0] == 'l')
+			found_sym = 1;
+	}
+	fclose(f);
+	assert_true(found_sh);
+	assert_true(found_long);
+	assert_true(found_sym);
+
+	/*
+	 * Extract and compare contents.  names/ is left out: its 256-byte
+	 * name is valid SquashFS but longer than the host's NAME_MAX.
+	 */
+	snprintf(cmd, sizeof(cmd),
+		 "unsquashfs -no-xattrs -d %s/root %s /bin /etc /data /x >%s/extract.log 2>&1",
+		 dir, img, dir);
+	if (run_cmd(cmd) != 0 && geteuid() == 0) {
+		snprintf(cmd, sizeof(cmd), "cat %s/extract.log >&2", dir);
+		run_cmd(cmd);
+		fail_msg("unsquashfs could not extract the image");
+	}
+	for (i = 0; i < n; i++) {
+		const struct memfile *m = s[i].mf;
+		uint8_t *buf;
+		size_t got;
+
+		if (s[i].link) {
+			for (size_t j = 0; j < n; j++)
+				if (!strcmp(s[j].path, s[i].link))
+					m = s[j].mf;
+		}
+		if (!m || !strncmp(s[i].path, "names/", 6))
+			continue;
+		snprintf(path, sizeof(path), "%s/root/%s", dir, s[i].path);
+		f = fopen(path, "rb");
+		if (!f)
+			fail_msg("unsquashfs did not extract %s", s[i].path);
+		buf = malloc((size_t)m->size + 1);
+		got = fread(buf, 1, (size_t)m->size + 1, f);
+		fclose(f);
+		if (got != m->size)
+			fail_msg("%s: extracted %zu bytes, want %llu", s[i].path, got,
+				 (unsigned long long)m->size);
+		{
+			uint8_t *want = malloc((size_t)m->size + 1);
+
+			memfile_read(m, 0, want, (size_t)m->size);
+			if (memcmp(buf, want, (size_t)m->size))
+				fail_msg("%s: extracted contents differ", s[i].path);
+			free(want);
+		}
+		free(buf);
+	}
+	sqw_tree_destroy(t);
+}
+
+/* > 4 GiB of mostly holes: extended inode, 64-bit size, exact sparse. */
+static void test_huge_file(void **state)
+{
+	struct sqw_image_opts o;
+	struct memfile *h = mf_new(), *h2 = mf_new();
+	struct spec s[] = { FILE_("huge", h), FILE_("huge2", h2) };
+	struct out out;
+	struct img im;
+	sqw_tree_t *t;
+
+	(void)state;
+	h->size = 5ull * 1024 * MiB + 10;
+	mf_add(h, 4ull * 1024 * MiB, gen(5000, 23, 0), 5000);
+	mf_add(h, h->size - 10, (const uint8_t *)"TAILTAILTA", 10);
+	*h2 = *h;			/* same contents: deduplicated */
+	opts_init(&o, "zstd", BS);
+	o.jobs = 2;
+	t = build(s, 2, 0);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, s, 2, &o);
+	img_open(&im, out.data, out.size);
+	{
+		const struct rino *r = &img_find(&im, "/huge")->ino;
+
+		assert_int_equal(r->type, 9);
+		assert_true(r->size == 5ull * 1024 * MiB + 10);
+		assert_int_equal(r->nblocks, 40961);
+		assert_true(r->sparse == 5ull * 1024 * MiB - BS);
+		assert_int_equal(r->frag, NO_FRAG);
+	}
+	assert_int_equal(out.st.dedup_files, 1);
+	assert_true(out.st.sparse_bytes == 5ull * 1024 * MiB - BS);
+	assert_true(h->read_bytes + h2->read_bytes < 8 * MiB);
+	img_free(&im);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_t1_roundtrip),
+		cmocka_unit_test(test_determinism_jobs),
+		cmocka_unit_test(test_determinism_order),
+		cmocka_unit_test(test_write_twice),
+		cmocka_unit_test(test_sparse_equivalence),
+		cmocka_unit_test(test_sparse_zero_file),
+		cmocka_unit_test(test_dedup),
+		cmocka_unit_test(test_dedup_holes),
+		cmocka_unit_test(test_tail_dedup),
+		cmocka_unit_test(test_tail_dedup_no_empty_fragment),
+		cmocka_unit_test(test_fragments),
+		cmocka_unit_test(test_superblock),
+		cmocka_unit_test(test_no_xattrs),
+		cmocka_unit_test(test_padding),
+		cmocka_unit_test(test_ids_limit),
+		cmocka_unit_test(test_overrides),
+		cmocka_unit_test(test_large_dir),
+		cmocka_unit_test(test_progress),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_empty_tree),
+		cmocka_unit_test_teardown(test_unsquashfs, unsq_cleanup),
+		cmocka_unit_test(test_huge_file),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

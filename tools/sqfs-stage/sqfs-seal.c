@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* sqfs-seal: seal a sqfs-stage mount into its image, then unmount it. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define SEAL_XATTR "user.sqfs-stage.seal"
+#define SEAL_BUF 65536
+
+static const char *prog = "sqfs-seal";
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: %s [--keep] [--json] [--quiet] MOUNTPOINT\n"
+"Seal the sqfs-stage mount at MOUNTPOINT into its image, then unmount it.\n\n"
+"  -k, --keep     stay mounted and writable; a later seal writes a new image\n"
+"      --json     the summary as one JSON object on stdout\n"
+"  -q, --quiet    no summary\n"
+"  -h, --help, -V, --version\n"
+"Exit status: 0 sealed, 1 seal or unmount failed, 2 usage error.\n"
+"See sqfs-seal(1).\n", prog);
+}
+
+/* The value of "key": in the daemon's JSON summary, or NULL. */
+static char *field(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p, *e;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	if (!p)
+		return NULL;
+	p += strlen(pat);
+	if (*p == '"') {
+		p++;
+		for (e = p; *e && !(*e == '"' && e[-1] != '\\'); e++)
+			;
+	} else {
+		for (e = p; *e && *e != ',' && *e != '}'; e++)
+			;
+	}
+	return strndup(p, (size_t)(e - p));
+}
+
+static void print_human(const char *json)
+{
+	const char *keys[] = { "image", "image_size", "inodes", "files", "directories",
+			       "symlinks", "devices", "fifos_sockets", "compressor",
+			       "level", "block_size", "seconds" };
+	char *v[12];
+	size_t i;
+
+	for (i = 0; i < 12; i++) {
+		v[i] = field(json, keys[i]);
+		if (!v[i])
+			v[i] = strdup("?");
+	}
+	printf("Sealed %s: %s bytes, %s level %s, block size %s\n"
+	       "%s inodes: %s files, %s directories, %s symlinks, %s devices, "
+	       "%s fifos/sockets; %s s\n",
+	       v[0], v[1], v[8], v[9], v[10], v[2], v[3], v[4], v[5], v[6], v[7], v[11]);
+	for (i = 0; i < 12; i++)
+		free(v[i]);
+}
+
+static int run_umount(const char *mnt)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		execlp("fusermount3", "fusermount3", "-u", "--", mnt, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		return -1;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static void wait_exit(long pid)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+	if (pid <= 0)
+		return;
+	while (kill((pid_t)pid, 0) == 0 || errno == EPERM)
+		nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "keep", no_argument, NULL, 'k' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, keep = 0, json = 0, quiet = 0;
+	const char *mnt;
+	char *buf, *pid;
+	ssize_t len;
+
+	while ((c = getopt_long(argc, argv, "kqhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'k': keep = 1; break;
+		case 'J': json = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("sqfs-seal %s\n", SQW_VERSION); return 0;
+		default:
+			fprintf(stderr, "Try '%s --help'.\n", prog);
+			return 2;
+		}
+	}
+	if (argc - optind != 1) {
+		fprintf(stderr, "%s: expected MOUNTPOINT\nTry '%s --help'.\n", prog, prog);
+		return 2;
+	}
+	mnt = argv[optind];
+	buf = calloc(1, SEAL_BUF + 1);
+	if (!buf) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 1;
+	}
+	len = getxattr(mnt, SEAL_XATTR, buf, SEAL_BUF);
+	if (len < 0) {
+		int e = errno;
+
+		if (e == ENODATA || e == ENOTSUP || e == EPERM)
+			fprintf(stderr, "%s: %s: not a sqfs-stage mount\n", prog, mnt);
+		else
+			fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(e));
+		free(buf);
+		return 1;
+	}
+	buf[len] = '\0';
+	if (!strncmp(buf, "error: ", 7)) {
+		fprintf(stderr, "%s: %s: seal failed: %s\n", prog, mnt, buf + 7);
+		free(buf);
+		return 1;
+	}
+	if (json)
+		printf("%s\n", buf);
+	else if (!quiet)
+		print_human(buf);
+	fflush(stdout);
+	pid = field(buf, "pid");
+	free(buf);
+	if (!keep) {
+		if (run_umount(mnt)) {
+			fprintf(stderr, "%s: %s: the image is sealed, but unmounting failed "
+				"(files still in use?); run 'fusermount3 -u %s'\n", prog, mnt, mnt);
+			free(pid);
+			return 1;
+		}
+		wait_exit(pid ? strtol(pid, NULL, 10) : 0);
+	}
+	free(pid);
+	return 0;
+}

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* sqfs-stage: mount a writable staging tree that seals to a SquashFS image. */
+#include "stage/stage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static const char *prog = "sqfs-stage";
+
+struct parse {
+	struct stage *s;
+	char *image, *mnt, *spool;
+	int nonopts, allow_other, help, version, bad;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: %s [OPTIONS] IMAGE MOUNTPOINT\n"
+"Mount an empty writable tree at MOUNTPOINT; sqfs-seal(1) or unmounting\n"
+"writes it to the SquashFS image IMAGE.\n\n"
+"  -f                     stay in the foreground (log to stderr)\n"
+"  -d                     FUSE debug output (implies -f)\n"
+"  -s                     single-threaded\n"
+"  -o comp=NAME[:LEVEL]   compressor, as sqfs-pack -c (default zstd)\n"
+"  -o block_size=SIZE     4K..1M, power of two (default 128K)\n"
+"  -o jobs=N, -o serial, -o queue=N\n"
+"  -o no_fragments, always_fragments, no_dedup, no_exports, no_xattrs,\n"
+"     no_sparse, no_pad, all_root\n"
+"  -o mkfs_time=T, all_time=T, force_uid=U, force_gid=G\n"
+"  -o spool=DIR           where staged data lives (default: beside IMAGE)\n"
+"  -o allow_other         let other users in (with default_permissions)\n"
+"  -o OPT                 any other FUSE mount option\n"
+"  -h, --help, -V, --version\n"
+"Exit status: 0 sealed, 1 failure, 2 usage error.  See sqfs-stage(1).\n",
+		prog);
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct parse *p = data;
+	char k[64], msg[256];
+	const char *eq, *val = NULL;
+	size_t klen;
+	int r;
+
+	(void)outargs;
+	if (key == FUSE_OPT_KEY_NONOPT) {
+		p->nonopts++;
+		if (p->nonopts == 1) {
+			p->image = strdup(arg);
+			return 0;
+		}
+		if (p->nonopts == 2)
+			p->mnt = strdup(arg);
+		return 1;
+	}
+	if (arg[0] == '-') {
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help"))
+			p->help = 1;
+		else if (!strcmp(arg, "-V") || !strcmp(arg, "--version"))
+			p->version = 1;
+		return 1;
+	}
+	eq = strchr(arg, '=');
+	klen = eq ? (size_t)(eq - arg) : strlen(arg);
+	if (klen >= sizeof(k))
+		return 1;
+	memcpy(k, arg, klen);
+	k[klen] = '\0';
+	if (eq)
+		val = eq + 1;
+	if (!strcmp(k, "spool")) {
+		if (!val || !*val) {
+			fprintf(stderr, "%s: -o spool: give a directory\n", prog);
+			p->bad = 1;
+			return -1;
+		}
+		free(p->spool);
+		p->spool = strdup(val);
+		return 0;
+	}
+	if (!strcmp(k, "allow_other")) {
+		p->allow_other = 1;
+		return 1;
+	}
+	r = cli_opt_set(&p->s->opts, k, val, msg, sizeof(msg));
+	if (r < 0) {
+		fprintf(stderr, "%s: -o %s\n", prog, msg);
+		p->bad = 1;
+		return -1;
+	}
+	return r == 0 ? 0 : 1;
+}
+
+/* An absolute IMAGE whose directory exists and is writable. */
+static int check_image(struct stage *s, const char *image)
+{
+	char *c1 = strdup(image), *c2 = strdup(image), dir[PATH_MAX];
+	const char *base;
+	struct stat st;
+	int ret = -1;
+
+	if (!c1 || !c2)
+		goto out;
+	base = basename(c2);
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..") || image[strlen(image) - 1] == '/') {
+		fprintf(stderr, "%s: %s: IMAGE must name a file\n", prog, image);
+		goto out;
+	}
+	if (!realpath(dirname(c1), dir)) {
+		fprintf(stderr, "%s: %s: the image's directory: %s\n", prog, image, strerror(errno));
+		goto out;
+	}
+	if (access(dir, W_OK | X_OK)) {
+		fprintf(stderr, "%s: %s: cannot write in %s: %s\n", prog, image, dir,
+			strerror(errno));
+		goto out;
+	}
+	if (asprintf(&s->image, "%s/%s", strcmp(dir, "/") ? dir : "", base) < 0) {
+		s->image = NULL;
+		goto out;
+	}
+	if (!stat(s->image, &st) && !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "%s: %s: exists and is not a regular file\n", prog, image);
+		goto out;
+	}
+	ret = 0;
+out:
+	free(c1);
+	free(c2);
+	return ret;
+}
+
+static int check_mountpoint(const char *mnt)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int empty = 1;
+
+	if (stat(mnt, &st)) {
+		fprintf(stderr, "%s: mountpoint %s: %s\n", prog, mnt, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "%s: mountpoint %s: not a directory\n", prog, mnt);
+		return -1;
+	}
+	d = opendir(mnt);
+	if (!d) {
+		fprintf(stderr, "%s: mountpoint %s: %s\n", prog, mnt, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = 0;
+	closedir(d);
+	if (!empty) {
+		fprintf(stderr, "%s: mountpoint %s: not empty\n", prog, mnt);
+		return -1;
+	}
+	return 0;
+}
+
+static int make_spool(struct stage *s, const char *where)
+{
+	char *c = strdup(s->image), *c2 = strdup(s->image), dir[PATH_MAX];
+	int ret = -1;
+
+	if (!c || !c2)
+		goto out;
+	if (!realpath(where ? where : dirname(c), dir)) {
+		fprintf(stderr, "%s: spool directory %s: %s\n", prog, where ? where : c,
+			strerror(errno));
+		goto out;
+	}
+	if (asprintf(&s->spool, "%s/.%s.spool.XXXXXX", strcmp(dir, "/") ? dir : "",
+		     basename(c2)) < 0) {
+		s->spool = NULL;
+		goto out;
+	}
+	if (!mkdtemp(s->spool)) {
+		fprintf(stderr, "%s: creating a spool directory in %s: %s\n", prog, dir,
+			strerror(errno));
+		free(s->spool);
+		s->spool = NULL;
+		goto out;
+	}
+	if (asprintf(&s->datadir, "%s/data", s->spool) < 0) {
+		s->datadir = NULL;
+		rmdir(s->spool);
+		goto out;
+	}
+	if (mkdir(s->datadir, 0700) ||
+	    (s->datafd = open(s->datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "%s: creating %s: %s\n", prog, s->datadir, strerror(errno));
+		rmdir(s->datadir);
+		rmdir(s->spool);
+		goto out;
+	}
+	ret = 0;
+out:
+	free(c);
+	free(c2);
+	return ret;
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts fo;
+	struct fuse_session *se = NULL;
+	struct stage s;
+	struct parse p = { .s = &s };
+	char msg[256];
+	int ret, status = CLI_EXIT_FAIL;
+
+	memset(&s, 0, sizeof(s));
+	s.datafd = -1;
+	s.final_status = CLI_EXIT_FAIL;
+	if (cli_opts_init(&s.opts, msg, sizeof(msg))) {
+		fprintf(stderr, "%s: %s\n", prog, msg);
+		return CLI_EXIT_USAGE;
+	}
+	if (fuse_opt_parse(&args, &p, NULL, opt_proc)) {
+		if (!p.bad)
+			fprintf(stderr, "%s: invalid arguments\n", prog);
+		fprintf(stderr, "Try '%s --help'.\n", prog);
+		return CLI_EXIT_USAGE;
+	}
+	if (p.help) {
+		usage(stdout);
+		printf("\nFUSE options:\n");
+		fuse_cmdline_help();
+		fuse_lowlevel_help();
+		return CLI_EXIT_OK;
+	}
+	if (p.version) {
+		printf("sqfs-stage %s (libfuse %s)\n", SQW_VERSION, fuse_pkgversion());
+		return CLI_EXIT_OK;
+	}
+	if (p.nonopts != 2) {
+		fprintf(stderr, "%s: expected IMAGE and MOUNTPOINT\nTry '%s --help'.\n",
+			prog, prog);
+		return CLI_EXIT_USAGE;
+	}
+	if (cli_opts_finish(&s.opts, msg, sizeof(msg))) {
+		fprintf(stderr, "%s: %s\n", prog, msg);
+		return CLI_EXIT_USAGE;
+	}
+	if (p.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions"))
+		return CLI_EXIT_FAIL;
+	if (check_image(&s, p.image) || check_mountpoint(p.mnt)) {
+		free(p.image);
+		free(p.mnt);
+		free(s.image);
+		fuse_opt_free_args(&args);
+		return CLI_EXIT_FAIL;
+	}
+	if (!strchr(s.image, ',')) {
+		char *fsname;
+
+		if (asprintf(&fsname, "-ofsname=%s", s.image) < 0 ||
+		    fuse_opt_add_arg(&args, fsname))
+			return CLI_EXIT_FAIL;
+		free(fsname);
+	}
+	if (fuse_opt_add_arg(&args, "-osubtype=sqfs-stage"))
+		return CLI_EXIT_FAIL;
+	if (fuse_parse_cmdline(&args, &fo)) {
+		fprintf(stderr, "Try '%s --help'.\n", prog);
+		free(s.image);
+		return CLI_EXIT_USAGE;
+	}
+	if (make_spool(&s, p.spool))
+		goto out_free;
+	raise_fd_limit();
+	if (stage_init(&s, getuid(), getgid())) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out_spool;
+	}
+	s.foreground = fo.foreground;
+	se = fuse_session_new(&args, &stage_ops, sizeof(stage_ops), &s);
+	if (!se) {
+		fprintf(stderr, "%s: invalid FUSE options\n", prog);
+		status = CLI_EXIT_USAGE;
+		goto out_spool;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		fprintf(stderr, "%s: cannot set signal handlers\n", prog);
+		goto out_session;
+	}
+	if (fuse_session_mount(se, fo.mountpoint)) {
+		fprintf(stderr, "%s: cannot mount %s\n", prog, fo.mountpoint);
+		goto out_signals;
+	}
+	if (!fo.foreground)
+		openlog("sqfs-stage", LOG_PID, LOG_USER);
+	if (fuse_daemonize(fo.foreground)) {
+		fuse_session_unmount(se);
+		goto out_signals;
+	}
+	if (fo.singlethread) {
+		ret = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+
+		fuse_loop_cfg_set_clone_fd(cfg, fo.clone_fd);
+		fuse_loop_cfg_set_max_threads(cfg, fo.max_threads);
+		ret = fuse_session_loop_mt(se, cfg);
+		fuse_loop_cfg_destroy(cfg);
+	}
+	(void)ret;
+	fuse_session_unmount(se);
+	fuse_remove_signal_handlers(se);
+	fuse_session_destroy(se);	/* runs the final seal (destroy) */
+	status = s.final_status;
+	if (s.datafd >= 0)
+		close(s.datafd);
+	goto out_free;
+
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_spool:
+	stage_remove_spool(&s);
+out_free:
+	stage_free(&s);
+	free(fo.mountpoint);
+	fuse_opt_free_args(&args);
+	free(p.image);
+	free(p.mnt);
+	free(p.spool);
+	free(s.image);
+	free(s.spool);
+	free(s.datadir);
+	return status;
+}
