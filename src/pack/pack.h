@@ -28,6 +28,12 @@ struct dir_source {
 
 extern const struct sqw_source_ops dir_source_ops;
 
+/* The pieces of dir_source_ops, for other fd-backed sources (the stage). */
+int fd_source_openat(int dirfd, const char *name, void **handle);
+int fd_source_read(void *handle, uint64_t off, void *buf, size_t len);
+int64_t fd_source_next_data(void *handle, uint64_t off);
+void fd_source_close(void *handle);
+
 int dir_source_open(struct dir_source *ds, const char *root, FILE *warn);
 void dir_source_close(struct dir_source *ds);
 /* Scan ds->root into tree: metadata now, data later through the ops. */

@@ -12,15 +12,13 @@ struct fd_handle {
 	int fd;
 };
 
-static int fd_open(void *ctx, void *src, void **handle)
+int fd_source_openat(int dirfd, const char *name, void **handle)
 {
-	struct dir_source *ds = ctx;
 	struct fd_handle *h = malloc(sizeof(*h));
 
 	if (!h)
 		return -ENOMEM;
-	h->fd = openat(ds->rootfd, (const char *)src,
-		       O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	h->fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 	if (h->fd < 0) {
 		int e = errno;
 
@@ -32,14 +30,19 @@ static int fd_open(void *ctx, void *src, void **handle)
 	return 0;
 }
 
-static int fd_read(void *handle, uint64_t off, void *buf, size_t len)
+static int fd_open(void *ctx, void *src, void **handle)
+{
+	return fd_source_openat(((struct dir_source *)ctx)->rootfd, src, handle);
+}
+
+int fd_source_read(void *handle, uint64_t off, void *buf, size_t len)
 {
 	struct fd_handle *h = handle;
 
 	return pread_all(h->fd, buf, len, off);
 }
 
-static int64_t fd_next_data(void *handle, uint64_t off)
+int64_t fd_source_next_data(void *handle, uint64_t off)
 {
 	struct fd_handle *h = handle;
 	off_t r = lseek(h->fd, (off_t)off, SEEK_DATA);
@@ -58,7 +61,7 @@ static int64_t fd_next_data(void *handle, uint64_t off)
 	return -errno;
 }
 
-static void fd_close(void *handle)
+void fd_source_close(void *handle)
 {
 	struct fd_handle *h = handle;
 
@@ -68,7 +71,7 @@ static void fd_close(void *handle)
 
 const struct sqw_source_ops dir_source_ops = {
 	.open = fd_open,
-	.read = fd_read,
-	.next_data = fd_next_data,
-	.close = fd_close,
+	.read = fd_source_read,
+	.next_data = fd_source_next_data,
+	.close = fd_source_close,
 };

@@ -11,6 +11,7 @@
 
 #include "stage/stage.h"
 #include "sqw/image.h"
+#include "pack/pack.h"
 #include "util/util.h"
 
 #define WRITER_WAIT_SECONDS 5
@@ -23,64 +24,21 @@ struct seal_ctx {
 	size_t plen;
 };
 
-struct src_handle {
-	int fd;
-};
-
+/* Staged data files are named by inode number in SPOOL/data. */
 static int src_open(void *ctx, void *src, void **handle)
 {
 	struct stage *s = ctx;
-	struct src_handle *h = malloc(sizeof(*h));
 	char name[32];
 
-	if (!h)
-		return -ENOMEM;
 	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)src);
-	h->fd = openat(s->datafd, name, O_RDONLY | O_CLOEXEC);
-	if (h->fd < 0) {
-		int e = errno;
-
-		free(h);
-		return -e;
-	}
-	posix_fadvise(h->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	*handle = h;
-	return 0;
-}
-
-static int src_read(void *handle, uint64_t off, void *buf, size_t len)
-{
-	return pread_all(((struct src_handle *)handle)->fd, buf, len, off);
-}
-
-static int64_t src_next_data(void *handle, uint64_t off)
-{
-	struct src_handle *h = handle;
-	off_t r = lseek(h->fd, (off_t)off, SEEK_DATA);
-
-	if (r >= 0)
-		return r;
-	if (errno == ENXIO) {
-		r = lseek(h->fd, 0, SEEK_END);
-		if (r >= 0)
-			return (int64_t)off > r ? (int64_t)off : r;
-	}
-	if (errno == EINVAL || errno == EOPNOTSUPP)
-		return (int64_t)off;
-	return -errno;
-}
-
-static void src_close(void *handle)
-{
-	close(((struct src_handle *)handle)->fd);
-	free(handle);
+	return fd_source_openat(s->datafd, name, handle);
 }
 
 static const struct sqw_source_ops stage_source_ops = {
 	.open = src_open,
-	.read = src_read,
-	.next_data = src_next_data,
-	.close = src_close,
+	.read = fd_source_read,
+	.next_data = fd_source_next_data,
+	.close = fd_source_close,
 };
 
 static int fail(struct seal_ctx *c, const char *fmt, ...)
