@@ -21,6 +21,16 @@ struct sqw_source_ops {
 	 * file size when only a hole follows (lseek SEEK_DATA semantics).
 	 */
 	int64_t (*next_data)(void *handle, uint64_t off);
+	/*
+	 * Optional: full block index of the file in the form the writer would
+	 * store it, if the source kept one from an earlier compression with
+	 * the same options (sqfs-stage compresses closed files ahead of the
+	 * seal).  Returns 1 with buf (block_size bytes at most) and *size_word
+	 * (the SquashFS block size word; 0 = hole) filled, 0 when it has none,
+	 * or -errno.
+	 */
+	int (*stored_block)(void *handle, uint32_t index, void *buf,
+			    uint32_t *size_word);
 	void (*close)(void *handle);
 };
 
@@ -44,6 +54,7 @@ struct sqw_stats {
 	uint64_t dedup_tails;
 	uint64_t sparse_bytes;
 	uint64_t fragments, raw_blocks, blocks;
+	uint64_t stored_blocks;		/* taken as the source stored them */
 	uint32_t ids;
 	/* progress: bytes of file data consumed so far */
 	uint64_t progress_bytes;

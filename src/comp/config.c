@@ -222,35 +222,43 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 		*msg = fmt_msg("compressor '%s' is not built in", name);
 		return ret;
 	}
+	/*
+	 * NAME[:LEVEL][{,|:}KEY[=VAL]...]: ':' works as well as ',' between
+	 * keys, since FUSE's -o splits on commas (comp=xz:9:bcj=x86).
+	 */
 	if (*p == ':') {
-		t.p = ++p;
-		p += t.len = strcspn(p, ",");
-		have_level = 1;
-		if (id == SQW_COMP_LZ4 && tok_is(&t, "hc")) {
-			tmp.opt.lz4.hc = 1;
-			tmp.level = LZ4HC_DEFAULT_LEVEL;
-		} else if (tok_uint(&t, &n)) {
-			FAIL(fmt_msg("bad %s level '%.*s'", name, TOKQ(&t)));
-		} else {
-			/* Ranges are checked by sqw_comp_config_check(). */
-			tmp.level = n > 1000 ? 1000 : (int)n;
-			if (id == SQW_COMP_LZ4)
-				tmp.opt.lz4.hc = 1;	/* lz4:N means HC */
+		t.p = p + 1;
+		t.len = strcspn(t.p, ",:");
+		if (!memchr(t.p, '=', t.len) && !tok_is(&t, "extreme") &&
+		    !(id != SQW_COMP_LZ4 && tok_is(&t, "hc"))) {
+			p = t.p + t.len;
+			have_level = 1;
+			if (id == SQW_COMP_LZ4 && tok_is(&t, "hc")) {
+				tmp.opt.lz4.hc = 1;
+				tmp.level = LZ4HC_DEFAULT_LEVEL;
+			} else if (tok_uint(&t, &n)) {
+				FAIL(fmt_msg("bad %s level '%.*s'", name, TOKQ(&t)));
+			} else {
+				/* Ranges are checked by sqw_comp_config_check(). */
+				tmp.level = n > 1000 ? 1000 : (int)n;
+				if (id == SQW_COMP_LZ4)
+					tmp.opt.lz4.hc = 1;	/* lz4:N means HC */
+			}
 		}
 	}
-	while (*p == ',') {
+	while (*p == ',' || *p == ':') {
 		t.p = ++p;
-		p += t.len = strcspn(p, ",=");
+		p += t.len = strcspn(p, ",:=");
 		vp = NULL;
 		if (*p == '=') {
 			v.p = ++p;
-			p += v.len = strcspn(p, ",");
+			p += v.len = strcspn(p, ",:");
 			vp = &v;
 		}
 		if (apply_key(&tmp, name, &t, vp, msg))
 			return -EINVAL;
 	}
-	/* Here *p == '\0': every token ran up to a ',' or the end. */
+	/* Here *p == '\0': every token ran up to a separator or the end. */
 	if (id == SQW_COMP_LZO && tmp.opt.lzo.algorithm != SQW_LZO1X_999) {
 		if (have_level)
 			FAIL("an lzo level needs algorithm lzo1x_999");

@@ -17,6 +17,8 @@ struct bp_job {
 	uint32_t in_len;
 	int allow_sparse;	/* an all-zero block becomes a hole */
 #define BP_KNOWN_HOLE 2		/* allow_sparse value: in[] is not filled */
+	int stored;		/* in[] already holds the stored form and
+				 * size_word its word: nothing to compute */
 
 	/* results */
 	const uint8_t *result;	/* in or out */

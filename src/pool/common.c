@@ -11,6 +11,11 @@ void bp_process(sqw_compressor_t *cmp, uint32_t block_size, struct bp_job *j)
 	int ret;
 
 	j->err = 0;
+	if (j->stored) {
+		j->result = j->size_word ? j->in : NULL;
+		j->result_len = j->size_word & ~(1u << 24);
+		return;
+	}
 	if (j->allow_sparse == BP_KNOWN_HOLE ||
 	    (j->allow_sparse && is_zero(j->in, j->in_len))) {
 		j->result = NULL;
@@ -95,6 +100,7 @@ struct bp_job *bp_get_job(struct bp *bp)
 		bp->free = j->next;
 		j->next = NULL;
 		j->allow_sparse = 0;
+		j->stored = 0;
 		j->in_len = 0;
 		j->kind = 0;
 		j->node = NULL;

@@ -339,6 +339,28 @@ static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
 	return 0;
 }
 
+/* 1: j holds block b as the source stored it earlier; 0: it has none. */
+static int stored_block(struct rd *r, uint32_t b, struct bp_job *j)
+{
+	struct writer *w = r->w;
+	uint32_t word;
+	int ret;
+
+	if (!w->ops->stored_block)
+		return 0;
+	ret = w->ops->stored_block(r->h, b, j->in, &word);
+	if (ret <= 0)
+		return ret ? writer_fail(w, ret, "reading", r->n) : 0;
+	/* A stored hole is only valid where the image may have holes. */
+	if ((!word && !j->allow_sparse) || (word & ~(1u << 24)) > w->bs)
+		return 0;
+	j->stored = 1;
+	j->size_word = word;
+	if (word)
+		w->st->stored_blocks++;
+	return 1;
+}
+
 static int file_blocks(struct writer *w, sqw_node_t *n, struct rd *r)
 {
 	uint64_t size = n->a.size, off = 0;
@@ -357,7 +379,14 @@ static int file_blocks(struct writer *w, sqw_node_t *n, struct rd *r)
 		j->index = b;
 		j->in_len = (uint32_t)len;
 		j->allow_sparse = !(w->flags & SQW_OPT_NO_SPARSE);
-		ret = rd_block(r, off, len, j->in);
+		ret = len == w->bs ? stored_block(r, b, j) : 0;
+		if (ret > 0) {
+			bp_submit(w->bp, j);
+			w->st->progress_bytes += len;
+			continue;
+		}
+		if (!ret)
+			ret = rd_block(r, off, len, j->in);
 		if (ret < 0) {
 			bp_release(w->bp, j);
 			return ret;

@@ -115,6 +115,7 @@ static void node_destroy(struct snode *n)
 	free(n->xattrs);
 	free(n->target);
 	free(n->tab);
+	stage_bg_forget(n);
 	free(n);
 }
 

@@ -96,12 +96,21 @@ static int get_dir(struct stage *s, fuse_ino_t ino, const char *name,
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct stage *s = userdata;
+	int ret;
+
 	conn->max_write = 1u << 20;
 	conn->time_gran = 1;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	conn->want &= ~FUSE_CAP_POSIX_ACL;
+	/* We truncate in open_handle, where the background work hears of it. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/* Here, after daemonising: the thread must live in the daemon. */
+	if (!s->no_background && (ret = stage_bg_start(s)))
+		stage_log(s, LOG_WARNING,
+			  "background compression is off (%s); the seal will do all of it",
+			  strerror(-ret));
 }
 
 static void op_destroy(void *userdata)
@@ -124,6 +133,10 @@ static void op_destroy(void *userdata)
 			stage_log(s, LOG_INFO, "sealed %s at unmount: %s", s->image, msg);
 		}
 	}
+	unlock(s);
+	/* After the seal, which takes the blocks stored so far. */
+	stage_bg_stop(s);
+	lock(s);
 	if (!ret) {
 		stage_remove_spool(s);
 		s->final_status = 0;
@@ -240,8 +253,11 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 		if (ret)
 			return ret;
 	}
+	stage_bg_changed(s, n, n->size < (uint64_t)size ? n->size : (uint64_t)size,
+			 UINT64_MAX);
 	n->size = (uint64_t)size;
 	node_touch(n, 1, 1);
+	stage_bg_released(s, n);	/* truncate(2) has no release to follow */
 	return 0;
 }
 
@@ -687,6 +703,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 			free(h);
 			return e;
 		}
+		stage_bg_changed(s, n, 0, UINT64_MAX);
 		n->size = 0;
 		node_touch(n, 1, 1);
 		s->gen++;
@@ -773,11 +790,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 /* After a write or an allocation: the size from the spool file. */
-static void data_changed(struct stage *s, struct fhandle *h)
+static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint64_t len)
 {
 	struct stat st;
 
 	lock(s);
+	stage_bg_changed(s, h->n, off, len);
 	if (!fstat(h->fd, &st))
 		h->n->size = (uint64_t)st.st_size;
 	node_touch(h->n, 1, 1);
@@ -801,7 +819,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		fuse_reply_err(req, (int)-res);
 		return;
 	}
-	data_changed(S(req), h);
+	data_changed(S(req), h, (uint64_t)off, (uint64_t)res);
 	fuse_reply_write(req, (size_t)res);
 }
 
@@ -825,6 +843,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		h->n->writers--;
 		s->total_writers--;
 		pthread_cond_broadcast(&s->released);
+		stage_bg_released(s, h->n);
 	}
 	stage_maybe_free(s, h->n);
 	unlock(s);
@@ -850,7 +869,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		fuse_reply_err(req, errno);
 		return;
 	}
-	data_changed(S(req), FH(fi));
+	/* Punching or zeroing can change the size's block too. */
+	data_changed(S(req), FH(fi), (uint64_t)off, (uint64_t)len);
 	fuse_reply_err(req, 0);
 }
 
@@ -999,7 +1019,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct snode *n;
 	int err;
 
-	if (!strcmp(name, STAGE_SEAL_XATTR)) {
+	if (!strcmp(name, STAGE_SEAL_XATTR) || !strcmp(name, STAGE_STATUS_XATTR)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
@@ -1063,6 +1083,28 @@ static void seal_request(fuse_req_t req, size_t size)
 	free(msg);
 }
 
+static void status_request(fuse_req_t req, size_t size)
+{
+	struct stage *s = S(req);
+	struct stage_bg_status st;
+	char buf[512];
+	int len;
+
+	lock(s);
+	stage_bg_status(s, &st);
+	len = snprintf(buf, sizeof(buf),
+		       "{\"background\": %s, \"queued_files\": %llu, \"queued_bytes\": %llu, "
+		       "\"busy\": %d, \"stored_blocks\": %llu, \"stored_bytes\": %llu, "
+		       "\"open_writers\": %llu}",
+		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
+		       (unsigned long long)st.queued_bytes, st.busy,
+		       (unsigned long long)st.stored_blocks,
+		       (unsigned long long)st.stored_bytes,
+		       (unsigned long long)s->total_writers);
+	unlock(s);
+	reply_value(req, buf, (size_t)len, size);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
@@ -1075,6 +1117,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 	if (ino == FUSE_ROOT_ID && !strcmp(name, STAGE_SEAL_XATTR)) {
 		seal_request(req, size);
+		return;
+	}
+	if (ino == FUSE_ROOT_ID && !strcmp(name, STAGE_STATUS_XATTR)) {
+		status_request(req, size);
 		return;
 	}
 	if (!xattr_name_ok(name)) {

@@ -24,21 +24,68 @@ struct seal_ctx {
 	size_t plen;
 };
 
-/* Staged data files are named by inode number in SPOOL/data. */
-static int src_open(void *ctx, void *src, void **handle)
+/*
+ * Staged data files are named by inode number in SPOOL/data; blocks the
+ * background work compressed already come from its store (bg.c).
+ */
+struct src {
+	void *fd;
+	struct stage *s;
+	const struct snode *n;
+};
+
+static int src_open(void *ctx, void *id, void **handle)
 {
 	struct stage *s = ctx;
+	struct src *h = malloc(sizeof(*h));
 	char name[32];
+	int ret;
 
-	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)src);
-	return fd_source_openat(s->datafd, name, handle);
+	if (!h)
+		return -ENOMEM;
+	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)id);
+	ret = fd_source_openat(s->datafd, name, &h->fd);
+	if (ret) {
+		free(h);
+		return ret;
+	}
+	h->s = s;
+	h->n = stage_get(s, (fuse_ino_t)(uintptr_t)id);
+	*handle = h;
+	return 0;
+}
+
+static int src_read(void *handle, uint64_t off, void *buf, size_t len)
+{
+	return fd_source_read(((struct src *)handle)->fd, off, buf, len);
+}
+
+static int64_t src_next_data(void *handle, uint64_t off)
+{
+	return fd_source_next_data(((struct src *)handle)->fd, off);
+}
+
+static int src_stored_block(void *handle, uint32_t index, void *buf, uint32_t *word)
+{
+	struct src *h = handle;
+
+	return h->n ? stage_bg_stored(h->s, h->n, index, buf, word) : 0;
+}
+
+static void src_close(void *handle)
+{
+	struct src *h = handle;
+
+	fd_source_close(h->fd);
+	free(h);
 }
 
 static const struct sqw_source_ops stage_source_ops = {
 	.open = src_open,
-	.read = fd_source_read,
-	.next_data = fd_source_next_data,
-	.close = fd_source_close,
+	.read = src_read,
+	.next_data = src_next_data,
+	.stored_block = src_stored_block,
+	.close = src_close,
 };
 
 static int fail(struct seal_ctx *c, const char *fmt, ...)
@@ -188,9 +235,11 @@ int stage_seal(struct stage *s, char **out)
 	int ret;
 
 	*out = NULL;
+	stage_bg_pause(s);
 	wait_writers(s);
 	c.tree = sqw_tree_create();
 	if (!c.tree) {
+		stage_bg_resume(s);
 		*out = strdup("out of memory");
 		return -1;
 	}
@@ -225,6 +274,7 @@ int stage_seal(struct stage *s, char **out)
 	}
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
+	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
 	*out = summary(s, &st, start);
 	if (!*out)
@@ -233,6 +283,7 @@ int stage_seal(struct stage *s, char **out)
 fail:
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
+	stage_bg_resume(s);
 	*out = c.msg ? c.msg : strdup("out of memory");
 	return -1;
 }

@@ -29,6 +29,8 @@
 #define STAGE_TIMEOUT 86400.0	/* we are the only writer of our metadata */
 #define STAGE_SEAL_XATTR "user.sqfs-stage.seal"
 #define STAGE_SEAL_BUF 65536	/* sqfs-seal's buffer for the reply */
+/* Read-only on the root: the background compression backlog, as JSON. */
+#define STAGE_STATUS_XATTR "user.sqfs-stage.status"
 
 struct snode;
 
@@ -67,6 +69,25 @@ struct snode {
 	/* seal scratch */
 	void *sqw;
 	uint64_t sqw_pass;
+	/* background compression (bg.c); under stage->lock */
+	uint64_t wgen;		/* bumped by every data change */
+	struct centry *cblk;	/* stored full blocks, by index */
+	uint32_t ncblk;
+	int bg_queued;
+};
+
+/* A full block stored ahead of the seal: word as in the block list. */
+struct centry {
+	uint64_t off;		/* in SPOOL/blocks */
+	uint32_t word;		/* UINT32_MAX: none */
+};
+
+struct stage_bg;
+
+struct stage_bg_status {
+	uint64_t queued_files, queued_bytes;
+	uint64_t stored_blocks, stored_bytes;
+	int busy;
 };
 
 struct stage {
@@ -84,6 +105,8 @@ struct stage {
 	fuse_ino_t next_ino;
 	struct snode *root;
 	uint64_t total_writers;
+	struct stage_bg *bg;	/* NULL: no background compression */
+	int no_background;	/* -o no_background */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
 	uint64_t pass;
@@ -110,6 +133,25 @@ int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int
 const struct sxattr *xattr_get(const struct snode *n, const char *name);
 int xattr_remove(struct snode *n, const char *name);
 int xattr_name_ok(const char *name);
+
+/*
+ * bg.c: background compression of closed files.  Everything but start and
+ * stop is called with stage->lock held.
+ */
+int stage_bg_start(struct stage *s);
+void stage_bg_stop(struct stage *s);
+/* Data of n in [off, off+len) changed (len UINT64_MAX: to the end). */
+void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len);
+/* A writer of n closed: queue its missing full blocks if it was the last. */
+void stage_bg_released(struct stage *s, struct snode *n);
+void stage_bg_forget(struct snode *n);
+/* Seal: stop the thread between files / let it go on. */
+void stage_bg_pause(struct stage *s);
+void stage_bg_resume(struct stage *s);
+/* 1 and the stored block index of n in buf/word, 0 if none. */
+int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
+		    void *buf, uint32_t *word);
+void stage_bg_status(const struct stage *s, struct stage_bg_status *st);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops stage_ops;

@@ -33,13 +33,15 @@ static void usage(FILE *f)
 "  -f                     stay in the foreground (log to stderr)\n"
 "  -d                     FUSE debug output (implies -f)\n"
 "  -s                     single-threaded\n"
-"  -o comp=NAME[:LEVEL]   compressor, as sqfs-pack -c (default zstd)\n"
+"  -o comp=NAME[:LEVEL][:KEY=VAL...]  compressor, as sqfs-pack -c with ':'\n"
+"                         between keys (default zstd:15)\n"
 "  -o block_size=SIZE     4K..1M, power of two (default 128K)\n"
 "  -o jobs=N, -o serial, -o queue=N\n"
 "  -o no_fragments, always_fragments, no_dedup, no_exports, no_xattrs,\n"
 "     no_sparse, no_pad, all_root\n"
 "  -o mkfs_time=T, all_time=T, force_uid=U, force_gid=G\n"
 "  -o spool=DIR           where staged data lives (default: beside IMAGE)\n"
+"  -o no_background       compress only at seal, not as files close\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
 "  -o OPT                 any other FUSE mount option\n"
 "  -h, --help, -V, --version\n"
@@ -89,6 +91,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		free(p->spool);
 		p->spool = strdup(val);
+		return 0;
+	}
+	if (!strcmp(k, "no_background") && !val) {
+		p->s->no_background = 1;
 		return 0;
 	}
 	if (!strcmp(k, "allow_other")) {

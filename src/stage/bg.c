@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Background compression: when the last writer of a file closes it, its full
+ * blocks go through the same block processor as the seal, and their stored
+ * form (exactly what the seal would write: same compressor, options and
+ * hole rule) is appended to SPOOL/blocks.  The seal then copies those bytes
+ * instead of compressing again; it still walks files in canonical order, so
+ * close order never reaches the image.
+ *
+ * Validity: every data change bumps the node's wgen and forgets the stored
+ * blocks it overlaps, both under stage->lock and after the data reached the
+ * spool file.  A block is recorded only if wgen is unchanged since before it
+ * was read, so a block read while a write raced with it is either forgotten
+ * by that write or refused here.
+ *
+ * Threads: one thread of ours feeds a pool of its own; it takes stage->lock
+ * only briefly (pick a file, record a block), never while doing I/O, and
+ * never calls into the mount.  Nodes are looked up by inode number each
+ * time, since they may be freed while the lock is not held.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "pool/bp.h"
+#include "stage/stage.h"
+#include "util/util.h"
+
+#define BG_NONE UINT32_MAX	/* centry.word: no stored form */
+
+struct stage_bg {
+	struct stage *s;
+	pthread_t thread;
+	pthread_cond_t cond;	/* work queued, pause lifted, stop */
+	pthread_cond_t idle;	/* the thread finished its file */
+	int stop, pause, busy;	/* under stage->lock */
+	int interrupt;		/* atomic: stop or pause asked */
+	fuse_ino_t *q;		/* files to compress, a ring */
+	size_t qhead, qlen, qcap;
+	/* owned by the thread */
+	int cfd;
+	uint64_t cend;
+	int warned;
+	sqw_compressor_t *cmp;
+	struct bp *bp;
+	uint32_t bs;
+	int allow_sparse;
+	/* current file */
+	fuse_ino_t ino;
+	uint64_t wgen;
+	/* counters, under stage->lock */
+	uint64_t queued_bytes, stored_blocks, stored_bytes;
+};
+
+static int queue_push(struct stage_bg *bg, fuse_ino_t ino)
+{
+	if (bg->qlen == bg->qcap) {
+		size_t n = bg->qcap ? bg->qcap * 2 : 256, i;
+		fuse_ino_t *q = alloc_array(n, sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		for (i = 0; i < bg->qlen; i++)
+			q[i] = bg->q[(bg->qhead + i) % bg->qcap];
+		free(bg->q);
+		bg->q = q;
+		bg->qcap = n;
+		bg->qhead = 0;
+	}
+	bg->q[(bg->qhead + bg->qlen++) % bg->qcap] = ino;
+	return 0;
+}
+
+static fuse_ino_t queue_pop(struct stage_bg *bg)
+{
+	fuse_ino_t ino = bg->q[bg->qhead];
+
+	bg->qhead = (bg->qhead + 1) % bg->qcap;
+	bg->qlen--;
+	return ino;
+}
+
+static uint64_t full_blocks(const struct stage *s, const struct snode *n)
+{
+	return n->size / s->opts.img.comp.block_size;
+}
+
+static int block_missing(const struct snode *n, uint64_t i)
+{
+	return i >= n->ncblk || n->cblk[i].word == BG_NONE;
+}
+
+void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len)
+{
+	uint64_t bs = s->opts.img.comp.block_size, first, last, i;
+
+	n->wgen++;
+	if (!n->ncblk || !len)
+		return;
+	first = off / bs;
+	last = len == UINT64_MAX || off + len < off ? n->ncblk : (off + len - 1) / bs + 1;
+	if (last > n->ncblk)
+		last = n->ncblk;
+	for (i = first; i < last; i++)
+		n->cblk[i].word = BG_NONE;
+	if (first == 0 && last == n->ncblk) {
+		free(n->cblk);
+		n->cblk = NULL;
+		n->ncblk = 0;
+	}
+}
+
+void stage_bg_released(struct stage *s, struct snode *n)
+{
+	struct stage_bg *bg = s->bg;
+	uint64_t i, nb;
+
+	if (!bg || n->bg_queued || n->writers || !n->links || !S_ISREG(n->mode))
+		return;
+	nb = full_blocks(s, n);
+	for (i = 0; i < nb && !block_missing(n, i); i++)
+		;
+	if (i == nb || queue_push(bg, n->ino))
+		return;
+	n->bg_queued = 1;
+	bg->queued_bytes += n->size;
+	pthread_cond_signal(&bg->cond);
+}
+
+void stage_bg_forget(struct snode *n)
+{
+	free(n->cblk);
+	n->cblk = NULL;
+	n->ncblk = 0;
+}
+
+/* Record a finished block, unless its file changed since it was read. */
+static void block_done(struct stage_bg *bg, struct bp_job *j)
+{
+	struct stage *s = bg->s;
+	struct snode *n;
+	uint64_t off = 0;
+
+	if (j->err)
+		return;
+	if (j->size_word) {
+		ssize_t w = pwrite(bg->cfd, j->result, j->result_len, (off_t)bg->cend);
+
+		if (w != (ssize_t)j->result_len) {
+			/* Spool full: the seal will compress this block itself. */
+			if (!bg->warned++)
+				stage_log(s, LOG_WARNING, "background compression paused a block: %s",
+					  w < 0 ? strerror(errno) : "short write");
+			return;
+		}
+		off = bg->cend;
+		bg->cend += j->result_len;
+	}
+	pthread_mutex_lock(&s->lock);
+	n = stage_get(s, bg->ino);
+	if (n && n->wgen == bg->wgen && n->links && j->index < full_blocks(s, n)) {
+		if (j->index >= n->ncblk) {
+			uint32_t cap = (uint32_t)full_blocks(s, n), i;
+			struct centry *c = realloc(n->cblk, (size_t)cap * sizeof(*c));
+
+			if (!c)
+				goto out;
+			for (i = n->ncblk; i < cap; i++)
+				c[i].word = BG_NONE;
+			n->cblk = c;
+			n->ncblk = cap;
+		}
+		n->cblk[j->index].off = off;
+		n->cblk[j->index].word = j->size_word;
+		bg->stored_blocks++;
+		bg->stored_bytes += j->result_len;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void drain(struct stage_bg *bg)
+{
+	struct bp_job *d;
+
+	while ((d = bp_dequeue(bg->bp))) {
+		block_done(bg, d);
+		bp_release(bg->bp, d);
+	}
+}
+
+/* Compress the listed blocks of the current file; stops early when asked. */
+static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t ntodo)
+{
+	struct stage *s = bg->s;
+	uint64_t hole_end = 0, probe = UINT64_MAX;
+	char name[32];
+	size_t k;
+	int fd;
+
+	snprintf(name, sizeof(name), "%llu", (unsigned long long)bg->ino);
+	fd = openat(s->datafd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (k = 0; k < ntodo; k++) {
+		uint64_t off = (uint64_t)todo[k] * bg->bs;
+		struct bp_job *j;
+
+		if (__atomic_load_n(&bg->interrupt, __ATOMIC_RELAXED))
+			break;
+		while (!(j = bp_get_job(bg->bp))) {
+			struct bp_job *d = bp_dequeue(bg->bp);
+
+			block_done(bg, d);
+			bp_release(bg->bp, d);
+		}
+		j->index = todo[k];
+		j->in_len = bg->bs;
+		j->allow_sparse = bg->allow_sparse;
+		/* Holes are never read, as in the seal's data pass. */
+		if (bg->allow_sparse && (off < probe || hole_end <= off)) {
+			off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+
+			probe = off;
+			hole_end = d < 0 ? UINT64_MAX : (uint64_t)d;
+		}
+		if (bg->allow_sparse && hole_end >= off + bg->bs && probe <= off) {
+			j->allow_sparse = BP_KNOWN_HOLE;
+		} else if (pread(fd, j->in, bg->bs, (off_t)off) != (ssize_t)bg->bs) {
+			/* Truncated meanwhile: wgen has moved on anyway. */
+			bp_release(bg->bp, j);
+			break;
+		}
+		bp_submit(bg->bp, j);
+	}
+	drain(bg);
+	close(fd);
+}
+
+static void *bg_main(void *arg)
+{
+	struct stage_bg *bg = arg;
+	struct stage *s = bg->s;
+	uint32_t *todo = NULL;
+	size_t cap = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		struct snode *n;
+		uint64_t nb, i;
+		size_t ntodo = 0;
+
+		while (!bg->stop && (bg->pause || !bg->qlen))
+			pthread_cond_wait(&bg->cond, &s->lock);
+		if (bg->stop)
+			break;
+		n = stage_get(s, queue_pop(bg));
+		if (!n || !n->bg_queued)
+			continue;
+		n->bg_queued = 0;
+		bg->queued_bytes -= bg->queued_bytes < n->size ? bg->queued_bytes : n->size;
+		if (n->writers || !n->links)
+			continue;	/* queued again at its last release */
+		nb = full_blocks(s, n);
+		for (i = 0; i < nb; i++) {
+			if (!block_missing(n, i))
+				continue;
+			if (ntodo == cap) {
+				size_t c = cap ? cap * 2 : 1024;
+				uint32_t *t = realloc(todo, c * sizeof(*t));
+
+				if (!t)
+					break;
+				todo = t;
+				cap = c;
+			}
+			todo[ntodo++] = (uint32_t)i;
+		}
+		bg->ino = n->ino;
+		bg->wgen = n->wgen;
+		bg->busy = 1;
+		pthread_mutex_unlock(&s->lock);
+
+		compress_blocks(bg, todo, ntodo);
+
+		pthread_mutex_lock(&s->lock);
+		bg->busy = 0;
+		/* Interrupted by a seal: finish the file after it. */
+		n = stage_get(s, bg->ino);
+		if (n && bg->pause && !bg->stop)
+			stage_bg_released(s, n);
+		pthread_cond_broadcast(&bg->idle);
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(todo);
+	return NULL;
+}
+
+int stage_bg_start(struct stage *s)
+{
+	struct stage_bg *bg = calloc(1, sizeof(*bg));
+	const struct sqw_image_opts *o = &s->opts.img;
+	unsigned queue;
+	char *path = NULL;
+	int ret = -ENOMEM;
+
+	if (!bg)
+		return -ENOMEM;
+	bg->s = s;
+	bg->cfd = -1;
+	bg->bs = o->comp.block_size;
+	bg->allow_sparse = !(o->flags & SQW_OPT_NO_SPARSE);
+	if (asprintf(&path, "%s/blocks", s->spool) < 0)
+		goto fail;
+	bg->cfd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	free(path);
+	if (bg->cfd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	bg->cmp = sqw_compressor_create(&o->comp, &ret);
+	if (!bg->cmp)
+		goto fail;
+	queue = 4 * (o->jobs ? o->jobs : 1);
+	bg->bp = bp_create(o->jobs, queue, bg->cmp, bg->bs, &ret);
+	if (!bg->bp)
+		goto fail;
+	pthread_cond_init(&bg->cond, NULL);
+	pthread_cond_init(&bg->idle, NULL);
+	ret = -pthread_create(&bg->thread, NULL, bg_main, bg);
+	if (ret) {
+		pthread_cond_destroy(&bg->cond);
+		pthread_cond_destroy(&bg->idle);
+		goto fail;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->bg = bg;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+fail:
+	bp_destroy(bg->bp);
+	sqw_compressor_destroy(bg->cmp);
+	if (bg->cfd >= 0)
+		close(bg->cfd);
+	free(bg);
+	return ret;
+}
+
+void stage_bg_stop(struct stage *s)
+{
+	struct stage_bg *bg;
+	char *path = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	bg = s->bg;
+	if (bg) {
+		bg->stop = 1;
+		__atomic_store_n(&bg->interrupt, 1, __ATOMIC_RELAXED);
+		pthread_cond_broadcast(&bg->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!bg)
+		return;
+	pthread_join(bg->thread, NULL);
+	pthread_mutex_lock(&s->lock);
+	s->bg = NULL;
+	pthread_mutex_unlock(&s->lock);
+	bp_destroy(bg->bp);
+	sqw_compressor_destroy(bg->cmp);
+	pthread_cond_destroy(&bg->cond);
+	pthread_cond_destroy(&bg->idle);
+	close(bg->cfd);
+	if (asprintf(&path, "%s/blocks", s->spool) >= 0)
+		unlink(path);
+	free(path);
+	free(bg->q);
+	free(bg);
+}
+
+void stage_bg_pause(struct stage *s)
+{
+	struct stage_bg *bg = s->bg;
+
+	if (!bg)
+		return;
+	bg->pause = 1;
+	__atomic_store_n(&bg->interrupt, 1, __ATOMIC_RELAXED);
+	while (bg->busy)
+		pthread_cond_wait(&bg->idle, &s->lock);
+}
+
+void stage_bg_resume(struct stage *s)
+{
+	struct stage_bg *bg = s->bg;
+
+	if (!bg)
+		return;
+	bg->pause = 0;
+	__atomic_store_n(&bg->interrupt, bg->stop, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&bg->cond);
+}
+
+int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
+		    void *buf, uint32_t *word)
+{
+	const struct centry *c;
+	uint32_t len;
+
+	if (!s->bg || block_missing(n, index))
+		return 0;
+	c = &n->cblk[index];
+	*word = c->word;
+	len = c->word & ~(1u << 24);
+	if (len && pread(s->bg->cfd, buf, len, (off_t)c->off) != (ssize_t)len)
+		return 0;	/* the seal compresses it again */
+	return 1;
+}
+
+void stage_bg_status(const struct stage *s, struct stage_bg_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!s->bg)
+		return;
+	st->queued_files = s->bg->qlen;
+	st->queued_bytes = s->bg->queued_bytes;
+	st->stored_blocks = s->bg->stored_blocks;
+	st->stored_bytes = s->bg->stored_bytes;
+	st->busy = s->bg->busy;
+}

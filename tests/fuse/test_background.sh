@@ -1,0 +1,213 @@
+#!/bin/bash
+# test_background.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
+#
+# Background compression of closed files must be invisible in the result:
+#   - after files close, the pool compresses their full blocks (the status
+#     xattr shows stored blocks; the seal reports them as taken);
+#   - reads return the written bytes while compression runs;
+#   - overwrite, truncate, append, O_TRUNC rewrite and fallocate after
+#     compression re-stage only what changed, and the image is still
+#     byte-identical to sqfs-pack of the final tree and to a mount with
+#     -o no_background;
+#   - writers racing with the compressor never leak stale blocks;
+#   - sqfs-seal --keep, then more changes, then a second seal.
+set -euo pipefail
+# shellcheck source=tests/fuse/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "$@"
+need_loop
+need_cmd getfattr sha256sum diff
+MT=1700000000
+COMP=xz:6
+BS=64K
+
+status() { getfattr --only-values -n user.sqfs-stage.status "$1" 2>/dev/null; }
+field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
+# wait_idle MNT: until the background queue is empty and the thread idle.
+wait_idle() {
+	local i st
+	for ((i = 0; i < 1200; i++)); do
+		st=$(status "$1")
+		if [[ $(field "$st" queued_files) == 0 && $(field "$st" busy) == 0 ]]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	fail "background compression did not finish in 120 s: $st"
+}
+
+# mkdata DIR: files of mixed sizes with compressible, random and zero blocks.
+mkdata() {
+	python3 - "$1" <<'EOF'
+import os, random, sys
+root = sys.argv[1]
+r = random.Random(7)
+os.makedirs(root, exist_ok=True)
+for i in range(24):
+    d = os.path.join(root, "d%d" % (i % 4))
+    os.makedirs(d, exist_ok=True)
+    size = r.choice([0, 10, 4095, 65536, 65536 * 5 + 123, 1 << 20, 3 << 20])
+    words = b" ".join(r.choice([b"alpha", b"beta", b"gamma", b"delta"]) for _ in range(4000))
+    buf = bytearray()
+    while len(buf) < size:
+        kind = r.randrange(3)
+        if kind == 0:
+            buf += words[: 65536]
+        elif kind == 1:
+            buf += r.randbytes(65536)
+        else:
+            buf += bytes(65536)
+    with open(os.path.join(d, "f%02d" % i), "wb") as f:
+        f.write(buf[:size])
+EOF
+}
+
+SRC=$WORK/src
+mkdata "$SRC"
+find "$SRC" -exec touch -h -d @1650000000 {} +
+
+pack_ref() { # DIR -> sha256 of sqfs-pack's image
+	"$PACK" -q --mkfs-time $MT -c $COMP -b $BS "$1" "$WORK/ref.sqfs"
+	sha256sum <"$WORK/ref.sqfs" | cut -d' ' -f1
+}
+
+same_as() { # LABEL IMAGE SHA
+	local sum
+	sum=$(sha256sum <"$2" | cut -d' ' -f1)
+	if [[ $sum == "$3" ]]; then ok "$1: sha256 equal to sqfs-pack"; else fail "$1: sha256 $sum, sqfs-pack $3"; fi
+}
+
+# --- 1: closed files are compressed ahead of the seal --------------------
+M=$WORK/m1
+stage_mount "$WORK/a.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+cp -a "$SRC/." "$M/"
+# Reads while the compressor runs return what was written.
+if diff -r "$SRC" "$M" >/dev/null; then ok "reads during compression"; else fail "reads during compression differ"; fi
+wait_idle "$M"
+st=$(status "$M")
+stored=$(field "$st" stored_blocks)
+if [[ $stored -gt 0 ]]; then ok "background stored $stored blocks"; else fail "no block compressed in the background: $st"; fi
+if diff -r "$SRC" "$M" >/dev/null; then ok "reads after compression"; else fail "reads after compression differ"; fi
+find "$M" -exec touch -h -d @1650000000 {} +
+out=$("$SEAL" --json "$M")
+wait_daemon 0
+taken=$(field "$out" stored_blocks)
+if [[ $taken -gt 0 ]]; then ok "seal took $taken stored blocks"; else fail "seal took no stored block: $out"; fi
+REF=$(pack_ref "$SRC")
+same_as "background" "$WORK/a.sqfs" "$REF"
+
+# --- 2: the same tree with -o no_background -------------------------------
+M=$WORK/m2
+stage_mount "$WORK/b.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,no_background
+cp -a "$SRC/." "$M/"
+st=$(status "$M")
+[[ $(field "$st" background) == False ]] && ok "no_background reports off" || fail "no_background: $st"
+out=$("$SEAL" --json "$M")
+wait_daemon 0
+[[ $(field "$out" stored_blocks) == 0 ]] && ok "no_background: nothing stored" || fail "no_background stored blocks: $out"
+same_as "no_background" "$WORK/b.sqfs" "$REF"
+
+# --- 3: changes after compression, then --keep and a second seal ---------
+# Each change is made to the mount and to a copy of the source alike.
+M=$WORK/m3
+COPY=$WORK/copy
+cp -a "$SRC" "$COPY"
+stage_mount "$WORK/c.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+cp -a "$SRC/." "$M/"
+wait_idle "$M"
+change() { # ROOT: the same edits, applied to ROOT
+	python3 - "$1" <<'EOF'
+import os, sys
+root = sys.argv[1]
+def p(*a): return os.path.join(root, *a)
+# overwrite one block in the middle of a large file
+with open(p("d3", "f03"), "r+b") as f:
+    f.seek(65536 * 7 + 100); f.write(b"X" * 70000)
+# shrink to a non-block boundary, then grow again with a hole
+os.truncate(p("d1", "f05"), 65536 * 2 + 5)
+os.truncate(p("d1", "f05"), 65536 * 9)
+# append across a block boundary
+with open(p("d2", "f06"), "ab") as f:
+    f.write(os.urandom(1) * 0 + b"appended" * 20000)
+# O_TRUNC rewrite with other content
+with open(p("d0", "f00"), "wb") as f:
+    f.write(b"rewritten\n" * 100000)
+# punch a hole (keep size)
+fd = os.open(p("d3", "f07"), os.O_RDWR)
+try:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    size = os.fstat(fd).st_size
+    if size > 65536 * 3 and libc.fallocate(fd, 3, ctypes.c_long(65536), ctypes.c_long(65536 * 2)) != 0:
+        raise OSError(ctypes.get_errno(), "fallocate")
+finally:
+    os.close(fd)
+EOF
+}
+change "$COPY"
+change "$M"
+if diff -r "$COPY" "$M" >/dev/null; then ok "reads after changes"; else fail "reads after changes differ"; fi
+wait_idle "$M"
+find "$M" "$COPY" -exec touch -h -d @1650000000 {} +
+"$SEAL" --keep --quiet "$M" || fail "seal --keep"
+REF=$(pack_ref "$COPY")
+same_as "changed after compression" "$WORK/c.sqfs" "$REF"
+cp "$WORK/c.sqfs" "$WORK/c1.sqfs"
+# after --keep: a new file and another rewrite, then the final seal
+head -c 3000000 /dev/urandom >"$COPY/late"
+cp "$COPY/late" "$M/late"
+printf 'again\n' >"$COPY/d0/f00"
+printf 'again\n' >"$M/d0/f00"
+find "$M" "$COPY" -exec touch -h -d @1650000000 {} +
+"$SEAL" --quiet "$M" || fail "second seal"
+wait_daemon 0
+REF=$(pack_ref "$COPY")
+same_as "second seal" "$WORK/c.sqfs" "$REF"
+if loop_mount "$WORK/c.sqfs" "$WORK/k3"; then
+	if diff -r "$COPY" "$WORK/k3" >/dev/null; then ok "kernel view of the second image"; else fail "kernel view differs"; fi
+	loop_umount "$WORK/k3"
+fi
+
+# --- 4: writers racing with the compressor ---------------------------------
+# Two processes keep rewriting random blocks of their own files while the
+# compressor works on them (each close queues the file again), and apply the
+# same operations to a shadow copy on disk; the image must match sqfs-pack
+# of the shadow copy.
+M=$WORK/m4
+mkdir "$WORK/race"
+stage_mount "$WORK/d.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,jobs=2
+python3 - "$M" "$WORK/race" <<'EOF'
+import os, random, sys, multiprocessing
+roots = sys.argv[1:3]
+BS = 65536
+def writer(seed):
+    r = random.Random(seed)
+    for i in range(300):
+        name = "race%d-%d" % (seed, r.randrange(2))
+        op = r.randrange(10)
+        size = r.randrange(BS * 40)
+        off = r.randrange(BS * 30)
+        data = r.randbytes(r.randrange(1, BS * 3)) if op < 5 else bytes([r.randrange(256)]) * r.randrange(1, BS * 3)
+        for root in roots:
+            path = os.path.join(root, name)
+            with open(path, "r+b" if os.path.exists(path) else "w+b") as f:
+                if op == 0:
+                    f.truncate(size)
+                else:
+                    f.seek(off)
+                    f.write(data)
+ps = [multiprocessing.Process(target=writer, args=(s,)) for s in (1, 2)]
+for p in ps: p.start()
+for p in ps: p.join()
+sys.exit(max(p.exitcode for p in ps))
+EOF
+if diff -r "$WORK/race" "$M" >/dev/null; then ok "racing writers: reads"; else fail "racing writers: reads differ"; fi
+find "$M" "$WORK/race" -exec touch -h -d @1650000000 {} +
+"$SEAL" --quiet "$M" || fail "seal after races"
+wait_daemon 0
+REF=$(pack_ref "$WORK/race")
+same_as "racing writers" "$WORK/d.sqfs" "$REF"
+
+finish
