@@ -131,6 +131,16 @@ void stage_bg_released(struct stage *s, struct snode *n)
 	pthread_cond_signal(&bg->cond);
 }
 
+void stage_bg_queue_all(struct stage *s)
+{
+	size_t i;
+	struct snode *n;
+
+	for (i = 0; s->bg && i < s->islots; i++)
+		for (n = s->itab[i]; n; n = n->hnext)
+			stage_bg_released(s, n);
+}
+
 void stage_bg_forget(struct snode *n)
 {
 	free(n->cblk);

@@ -74,8 +74,8 @@ void node_touch(struct snode *n, int mtime, int ctime)
 		n->ctime = now;
 }
 
-struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
-			     dev_t rdev)
+struct snode *stage_new_node_ino(struct stage *s, fuse_ino_t ino, mode_t mode,
+				 uid_t uid, gid_t gid, dev_t rdev)
 {
 	struct snode *n;
 	size_t h;
@@ -85,7 +85,9 @@ struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return NULL;
-	n->ino = s->next_ino++;
+	n->ino = ino;
+	if (ino >= s->next_ino)
+		s->next_ino = ino + 1;
 	n->mode = mode;
 	n->uid = uid;
 	n->gid = gid;
@@ -97,6 +99,19 @@ struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
 	s->itab[h] = n;
 	s->inodes++;
 	return n;
+}
+
+struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
+			     dev_t rdev)
+{
+	return stage_new_node_ino(s, s->next_ino, mode, uid, gid, rdev);
+}
+
+void stage_node_set_owner(struct stage *s, struct snode *n, uid_t uid, gid_t gid)
+{
+	(void)s;
+	n->uid = uid;
+	n->gid = gid;
 }
 
 void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len)
@@ -120,12 +135,10 @@ static void node_destroy(struct snode *n)
 }
 
 /* Free n if nothing refers to it any more. */
-void stage_maybe_free(struct stage *s, struct snode *n)
+static void itab_remove(struct stage *s, struct snode *n)
 {
 	struct snode **pp;
 
-	if (n->links || n->nlookup || n->opens || n == s->root)
-		return;
 	for (pp = &s->itab[hash_ino(n->ino, s->islots - 1)]; *pp; pp = &(*pp)->hnext) {
 		if (*pp == n) {
 			*pp = n->hnext;
@@ -133,6 +146,28 @@ void stage_maybe_free(struct stage *s, struct snode *n)
 		}
 	}
 	s->inodes--;
+}
+
+void stage_maybe_free(struct stage *s, struct snode *n)
+{
+	if (n->links || n->nlookup || n->opens || n == s->root)
+		return;
+	itab_remove(s, n);
+	node_destroy(n);
+}
+
+void stage_node_drop(struct stage *s, struct snode *n)
+{
+	size_t j;
+	struct sdirent *d, *dn;
+
+	for (j = 0; j < n->nslots; j++) {
+		for (d = n->tab[j]; d; d = dn) {
+			dn = d->next;
+			free(d);
+		}
+	}
+	itab_remove(s, n);
 	node_destroy(n);
 }
 

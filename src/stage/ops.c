@@ -63,9 +63,34 @@ static void lock(struct stage *s)
 	pthread_mutex_lock(&s->lock);
 }
 
+/* Dropping the lock ends an operation: its journal batch goes out. */
 static void unlock(struct stage *s)
 {
+	stage_jnl_flush(s);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Changes to the tree, as the journal must hear of them. */
+static void touch(struct stage *s, struct snode *n, int mtime, int ctime)
+{
+	node_touch(n, mtime, ctime);
+	stage_jnl_node(s, n);
+}
+
+static int sdir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
+		    struct snode *n)
+{
+	int ret = dir_add(dir, name, len, n);
+
+	if (!ret)
+		stage_jnl_dirent(s, dir, name, len, n);
+	return ret;
+}
+
+static void sdir_del(struct stage *s, struct snode *dir, const char *name, size_t len)
+{
+	dir_del(dir, name, len);
+	stage_jnl_dirent(s, dir, name, len, NULL);
 }
 
 static void fill_entry(struct fuse_entry_param *e, struct snode *n)
@@ -106,11 +131,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_POSIX_ACL;
 	/* We truncate in open_handle, where the background work hears of it. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	stage_log(s, LOG_INFO, "staging %s in %s; if this daemon dies, remount the tree "
+		  "with: sqfs-stage --recover %s IMAGE MOUNTPOINT", s->image, s->spool, s->spool);
 	/* Here, after daemonising: the thread must live in the daemon. */
 	if (!s->no_background && (ret = stage_bg_start(s)))
 		stage_log(s, LOG_WARNING,
 			  "background compression is off (%s); the seal will do all of it",
 			  strerror(-ret));
+	/* A recovered tree: its files are closed already. */
+	lock(s);
+	stage_bg_queue_all(s);
+	unlock(s);
 }
 
 static void op_destroy(void *userdata)
@@ -124,11 +155,10 @@ static void op_destroy(void *userdata)
 		ret = stage_seal(s, &msg);
 		if (ret) {
 			stage_log(s, LOG_ERR,
-				  "sealing %s at unmount failed: %s; the staged file data is kept in %s "
-				  "(one file per inode number), but this version cannot rebuild the tree "
-				  "from it: fix the cause and stage again; to keep a mount alive when a "
-				  "seal fails, run 'sqfs-seal --keep' before unmounting",
-				  s->image, msg ? msg : "out of memory", s->datadir);
+				  "sealing %s at unmount failed: %s; the staged tree is kept in %s: "
+				  "fix the cause, then 'sqfs-stage --recover %s %s MOUNTPOINT' and "
+				  "'sqfs-seal MOUNTPOINT'",
+				  s->image, msg ? msg : "out of memory", s->spool, s->spool, s->image);
 		} else {
 			stage_log(s, LOG_INFO, "sealed %s at unmount: %s", s->image, msg);
 		}
@@ -256,7 +286,7 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 	stage_bg_changed(s, n, n->size < (uint64_t)size ? n->size : (uint64_t)size,
 			 UINT64_MAX);
 	n->size = (uint64_t)size;
-	node_touch(n, 1, 1);
+	touch(s, n, 1, 1);
 	stage_bg_released(s, n);	/* truncate(2) has no release to follow */
 	return 0;
 }
@@ -300,6 +330,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		n->ctime = attr->st_ctim;
 	else
 		n->ctime = now;
+	stage_jnl_node(s, n);
 	s->gen++;
 out:
 	if (!err)
@@ -373,7 +404,7 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 			return err;
 		}
 	}
-	if (dir_add(dir, name, strlen(name), n)) {
+	if (sdir_add(s, dir, name, strlen(name), n)) {
 		if (fd >= 0) {
 			close(fd);
 			unlinkat(s->datafd, sname, 0);
@@ -384,7 +415,8 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		*fdp = fd;
 	else if (fd >= 0)
 		close(fd);
-	node_touch(dir, 1, 1);
+	touch(s, dir, 1, 1);
+	stage_jnl_node(s, n);
 	n->nlookup++;
 	s->gen++;
 	fill_entry(e, n);
@@ -471,9 +503,10 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = EISDIR;
 		goto out;
 	}
-	dir_del(dir, name, strlen(name));
+	sdir_del(s, dir, name, strlen(name));
 	node_unlinked(s, n);
-	node_touch(dir, 1, 1);
+	stage_jnl_node(s, n);
+	touch(s, dir, 1, 1);
 	stage_maybe_free(s, n);
 	s->gen++;
 out:
@@ -506,10 +539,10 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = ENOTEMPTY;
 		goto out;
 	}
-	dir_del(dir, name, strlen(name));
+	sdir_del(s, dir, name, strlen(name));
 	n->links = 0;
-	node_touch(n, 0, 1);
-	node_touch(dir, 1, 1);
+	touch(s, n, 0, 1);
+	touch(s, dir, 1, 1);
 	stage_maybe_free(s, n);
 	s->gen++;
 out:
@@ -566,16 +599,18 @@ static int do_rename(struct stage *s, fuse_ino_t parent, const char *name,
 			return EINVAL;
 		src->node = m;
 		dst->node = n;
+		stage_jnl_dirent(s, sd, name, len, m);
+		stage_jnl_dirent(s, dd, newname, newlen, n);
 		if (mdir)
 			m->parent = sd;
 		if (ndir)
 			n->parent = dd;
 		sd->nsubdirs = sd->nsubdirs + (size_t)mdir - (size_t)ndir;
 		dd->nsubdirs = dd->nsubdirs + (size_t)ndir - (size_t)mdir;
-		node_touch(n, 0, 1);
-		node_touch(m, 0, 1);
-		node_touch(sd, 1, 1);
-		node_touch(dd, 1, 1);
+		touch(s, n, 0, 1);
+		touch(s, m, 0, 1);
+		touch(s, sd, 1, 1);
+		touch(s, dd, 1, 1);
 		return 0;
 	}
 	victim = dst ? dst->node : NULL;
@@ -594,25 +629,26 @@ static int do_rename(struct stage *s, fuse_ino_t parent, const char *name,
 		return EISDIR;
 	}
 	if (victim) {
-		dir_del(dd, newname, newlen);
+		sdir_del(s, dd, newname, newlen);
 		if (S_ISDIR(victim->mode)) {
 			victim->links = 0;
-			node_touch(victim, 0, 1);
+			touch(s, victim, 0, 1);
 		} else {
 			node_unlinked(s, victim);
+			stage_jnl_node(s, victim);
 		}
 	}
-	if (dir_add(dd, newname, newlen, n)) {
+	if (sdir_add(s, dd, newname, newlen, n)) {
 		if (victim)
 			stage_maybe_free(s, victim);
 		return ENOMEM;
 	}
 	/* dir_add counted a link; the old name goes now. */
-	dir_del(sd, name, len);
+	sdir_del(s, sd, name, len);
 	n->links--;
-	node_touch(n, 0, 1);
-	node_touch(sd, 1, 1);
-	node_touch(dd, 1, 1);
+	touch(s, n, 0, 1);
+	touch(s, sd, 1, 1);
+	touch(s, dd, 1, 1);
 	if (victim)
 		stage_maybe_free(s, victim);
 	return 0;
@@ -661,12 +697,12 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		err = EEXIST;
 		goto out;
 	}
-	if (dir_add(dir, newname, strlen(newname), n)) {
+	if (sdir_add(s, dir, newname, strlen(newname), n)) {
 		err = ENOMEM;
 		goto out;
 	}
-	node_touch(n, 0, 1);
-	node_touch(dir, 1, 1);
+	touch(s, n, 0, 1);
+	touch(s, dir, 1, 1);
 	n->nlookup++;
 	s->gen++;
 	fill_entry(&e, n);
@@ -705,7 +741,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 		}
 		stage_bg_changed(s, n, 0, UINT64_MAX);
 		n->size = 0;
-		node_touch(n, 1, 1);
+		touch(s, n, 1, 1);
 		s->gen++;
 	}
 	h->fd = fd;
@@ -759,7 +795,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			/* Undo: the kernel never saw the entry. */
 			struct snode *dir = stage_get(s, parent), *n = stage_get(s, e.ino);
 
-			dir_del(dir, name, strlen(name));
+			sdir_del(s, dir, name, strlen(name));
 			n->nlookup = 0;
 			node_unlinked(s, n);
 			stage_maybe_free(s, n);
@@ -798,7 +834,7 @@ static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint6
 	stage_bg_changed(s, h->n, off, len);
 	if (!fstat(h->fd, &st))
 		h->n->size = (uint64_t)st.st_size;
-	node_touch(h->n, 1, 1);
+	touch(s, h->n, 1, 1);
 	s->gen++;
 	unlock(s);
 }
@@ -854,11 +890,18 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
-	int r;
+	struct stage *s = S(req);
+	int err = 0;
 
 	(void)ino;
-	r = datasync ? fdatasync(FH(fi)->fd) : fsync(FH(fi)->fd);
-	fuse_reply_err(req, r ? errno : 0);
+	if (datasync ? fdatasync(FH(fi)->fd) : fsync(FH(fi)->fd))
+		err = errno;
+	/* Its name and attributes: the journal, which holds all changes so far. */
+	lock(s);
+	if (!err)
+		err = -stage_jnl_sync(s);
+	unlock(s);
+	fuse_reply_err(req, err);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
@@ -986,13 +1029,20 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+/* The journal holds the directory's entries: making it durable is enough. */
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
+	struct stage *s = S(req);
+	int err;
+
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	fuse_reply_err(req, 0);
+	lock(s);
+	err = -stage_jnl_sync(s);
+	unlock(s);
+	fuse_reply_err(req, err);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -1034,7 +1084,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	} else {
 		err = -xattr_set(n, name, value, size, flags);
 		if (!err) {
-			node_touch(n, 0, 1);
+			stage_jnl_xattr(s, n, name, value, size, 0);
+			touch(s, n, 0, 1);
 			s->gen++;
 		}
 	}
@@ -1204,7 +1255,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	} else {
 		err = -xattr_remove(n, name);
 		if (!err) {
-			node_touch(n, 0, 1);
+			stage_jnl_xattr(s, n, name, NULL, 0, 1);
+			touch(s, n, 0, 1);
 			s->gen++;
 		}
 	}

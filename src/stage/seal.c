@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "stage/stage.h"
@@ -276,6 +277,11 @@ int stage_seal(struct stage *s, char **out)
 	sqw_tree_destroy(c.tree);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
+	/* A good moment to start the journal afresh: it only grows otherwise. */
+	ret = stage_jnl_rewrite(s);
+	if (ret)
+		stage_log(s, LOG_WARNING, "rewriting the journal in %s: %s", s->spool,
+			  strerror(-ret));
 	*out = summary(s, &st, start);
 	if (!*out)
 		*out = strdup("{}");
@@ -290,6 +296,8 @@ fail:
 
 void stage_remove_spool(struct stage *s)
 {
+	static const char *const spool_files[] = { "journal", "journal.new", "blocks" };
+	size_t i;
 	DIR *d;
 	struct dirent *de;
 	int fd;
@@ -299,6 +307,7 @@ void stage_remove_spool(struct stage *s)
 	fd = dup(s->datafd);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (d) {
+		rewinddir(d);	/* the offset is shared with datafd's other dups */
 		while ((de = readdir(d)))
 			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
 				unlinkat(s->datafd, de->d_name, 0);
@@ -307,5 +316,13 @@ void stage_remove_spool(struct stage *s)
 	close(s->datafd);
 	s->datafd = -1;
 	rmdir(s->datadir);
+	for (i = 0; i < sizeof(spool_files) / sizeof(spool_files[0]); i++) {
+		char *p;
+
+		if (asprintf(&p, "%s/%s", s->spool, spool_files[i]) >= 0) {
+			unlink(p);
+			free(p);
+		}
+	}
 	rmdir(s->spool);
 }

@@ -74,6 +74,7 @@ struct snode {
 	struct centry *cblk;	/* stored full blocks, by index */
 	uint32_t ncblk;
 	int bg_queued;
+	uint64_t jmark;		/* journal.c: marked in this operation */
 };
 
 /* A full block stored ahead of the seal: word as in the block list. */
@@ -98,6 +99,7 @@ struct stage {
 	char *spool;		/* absolute spool directory */
 	char *datadir;		/* spool/data */
 	int datafd;
+	int spoolfd;		/* holds the flock that makes the spool ours */
 	int foreground;
 	/* ino table */
 	struct snode **itab;
@@ -107,6 +109,7 @@ struct stage {
 	uint64_t total_writers;
 	struct stage_bg *bg;	/* NULL: no background compression */
 	int no_background;	/* -o no_background */
+	struct stage_jnl *jnl;	/* NULL: no journal (replay in progress) */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
 	uint64_t pass;
@@ -119,6 +122,11 @@ void stage_free(struct stage *s);
 struct snode *stage_get(struct stage *s, fuse_ino_t ino);
 struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
 			     dev_t rdev);
+struct snode *stage_new_node_ino(struct stage *s, fuse_ino_t ino, mode_t mode,
+				 uid_t uid, gid_t gid, dev_t rdev);
+void stage_node_set_owner(struct stage *s, struct snode *n, uid_t uid, gid_t gid);
+/* Free n and its entries (not the nodes they name), whatever its counts. */
+void stage_node_drop(struct stage *s, struct snode *n);
 void stage_maybe_free(struct stage *s, struct snode *n);
 struct sdirent *dir_find(const struct snode *dir, const char *name, size_t len);
 int dir_add(struct snode *dir, const char *name, size_t len, struct snode *n);
@@ -145,6 +153,8 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 /* A writer of n closed: queue its missing full blocks if it was the last. */
 void stage_bg_released(struct stage *s, struct snode *n);
 void stage_bg_forget(struct snode *n);
+/* Queue every closed file (after a recovery). */
+void stage_bg_queue_all(struct stage *s);
 /* Seal: stop the thread between files / let it go on. */
 void stage_bg_pause(struct stage *s);
 void stage_bg_resume(struct stage *s);
@@ -152,6 +162,30 @@ void stage_bg_resume(struct stage *s);
 int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
 		    void *buf, uint32_t *word);
 void stage_bg_status(const struct stage *s, struct stage_bg_status *st);
+
+/*
+ * journal.c: the metadata journal in SPOOL/journal (see there).  Called with
+ * stage->lock held; stage_jnl_flush when an operation drops it.
+ */
+struct stage_jnl;
+struct stage_jnl_stats {
+	uint64_t batches, good_bytes, torn_bytes, dropped;
+};
+/* Start a journal, or (recover) replay SPOOL/journal into s first. */
+int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st);
+void stage_jnl_close(struct stage *s);
+/* n's attributes changed (written at flush, as they are then). */
+void stage_jnl_node(struct stage *s, const struct snode *n);
+/* An entry was added (child) or removed (child NULL). */
+void stage_jnl_dirent(struct stage *s, const struct snode *dir, const char *name,
+		      size_t len, const struct snode *child);
+void stage_jnl_xattr(struct stage *s, const struct snode *n, const char *name,
+		     const void *value, size_t size, int remove);
+void stage_jnl_flush(struct stage *s);
+/* fsync: make everything so far durable; -EIO if the journal fell behind. */
+int stage_jnl_sync(struct stage *s);
+/* Start over from a snapshot of the tree (after a seal or a recovery). */
+int stage_jnl_rewrite(struct stage *s);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops stage_ops;

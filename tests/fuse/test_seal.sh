@@ -126,7 +126,7 @@ echo y >"$M/y"
 mkdir "$IMG"
 fusermount3 -u "$M"
 wait_daemon 1
-grep -q "taken.sqfs: cannot create the image: exists and is not a regular file; the staged file data is kept" "$WORK/daemon.log" &&
+grep -q "taken.sqfs: cannot create the image: exists and is not a regular file; the staged tree is kept in" "$WORK/daemon.log" &&
 	ok "unmount seal failure logged" || fail "no log of the failed unmount seal"
 ls -A "$WORK" | grep -q '^\.taken\.sqfs\.spool\.' && ok "spool kept after a failed seal" ||
 	fail "spool removed after a failed seal"

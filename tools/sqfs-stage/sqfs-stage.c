@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -20,7 +21,7 @@ static const char *prog = "sqfs-stage";
 
 struct parse {
 	struct stage *s;
-	char *image, *mnt, *spool;
+	char *image, *mnt, *spool, *recover;
 	int nonopts, allow_other, help, version, bad;
 };
 
@@ -42,6 +43,8 @@ static void usage(FILE *f)
 "  -o mkfs_time=T, all_time=T, force_uid=U, force_gid=G\n"
 "  -o spool=DIR           where staged data lives (default: beside IMAGE)\n"
 "  -o no_background       compress only at seal, not as files close\n"
+"  --recover SPOOL, -o recover=SPOOL\n"
+"                         remount the tree a crashed sqfs-stage left in SPOOL\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
 "  -o OPT                 any other FUSE mount option\n"
 "  -h, --help, -V, --version\n"
@@ -91,6 +94,17 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		free(p->spool);
 		p->spool = strdup(val);
+		return 0;
+	}
+	if (!strcmp(k, "recover")) {
+		if (!val || !*val) {
+			fprintf(stderr, "%s: -o recover: give the spool directory of the "
+				"crashed mount\n", prog);
+			p->bad = 1;
+			return -1;
+		}
+		free(p->recover);
+		p->recover = strdup(val);
 		return 0;
 	}
 	if (!strcmp(k, "no_background") && !val) {
@@ -180,6 +194,52 @@ static int check_mountpoint(const char *mnt)
 	return 0;
 }
 
+/* The spool is ours alone while we run: a second daemon on it would corrupt it. */
+static int lock_spool(struct stage *s)
+{
+	int fd = open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
+		fprintf(stderr, "%s: spool %s: %s\n", prog, s->spool,
+			errno == EWOULDBLOCK ? "in use by a running sqfs-stage" : strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	s->spoolfd = fd;
+	return 0;
+}
+
+/* -o recover=SPOOL: the spool of a mount whose daemon died. */
+static int open_spool(struct stage *s, const char *where)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+
+	if (!realpath(where, dir)) {
+		fprintf(stderr, "%s: -o recover: %s: %s\n", prog, where, strerror(errno));
+		return -1;
+	}
+	if (asprintf(&s->spool, "%s", dir) < 0 || asprintf(&s->datadir, "%s/data", dir) < 0) {
+		s->datadir = NULL;
+		return -1;
+	}
+	if (fstatat(AT_FDCWD, s->spool, &st, 0) || !S_ISDIR(st.st_mode) ||
+	    access(s->spool, W_OK | X_OK)) {
+		fprintf(stderr, "%s: -o recover: %s: not a writable directory\n", prog, s->spool);
+		return -1;
+	}
+	if (lock_spool(s))
+		return -1;
+	s->datafd = open(s->datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->datafd < 0) {
+		fprintf(stderr, "%s: -o recover: %s: %s (not a sqfs-stage spool?)\n", prog,
+			s->datadir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int make_spool(struct stage *s, const char *where)
 {
 	char *c = strdup(s->image), *c2 = strdup(s->image), dir[PATH_MAX];
@@ -216,6 +276,10 @@ static int make_spool(struct stage *s, const char *where)
 		rmdir(s->spool);
 		goto out;
 	}
+	if (lock_spool(s)) {
+		stage_remove_spool(s);
+		goto out;
+	}
 	ret = 0;
 out:
 	free(c);
@@ -233,18 +297,51 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* --recover SPOOL and --recover=SPOOL are -o recover=SPOOL. */
+static char **recover_args(int *argc, char **argv)
+{
+	char **out = calloc((size_t)*argc + 1, sizeof(*out));
+	int i, n = 0;
+
+	if (!out)
+		return NULL;
+	for (i = 0; i < *argc; i++) {
+		const char *v = NULL;
+
+		if (!strcmp(argv[i], "--recover") && i + 1 < *argc)
+			v = argv[++i];
+		else if (!strncmp(argv[i], "--recover=", 10))
+			v = argv[i] + 10;
+		if (!v) {
+			out[n++] = argv[i];
+		} else if (asprintf(&out[n++], "-orecover=%s", v) < 0) {
+			return NULL;	/* exiting: the rest is not worth freeing */
+		}
+	}
+	out[n] = NULL;
+	*argc = n;
+	return out;
+}
+
 int main(int argc, char **argv)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	char **av = recover_args(&argc, argv);
+	struct fuse_args args = FUSE_ARGS_INIT(argc, av);
 	struct fuse_cmdline_opts fo;
 	struct fuse_session *se = NULL;
 	struct stage s;
 	struct parse p = { .s = &s };
+	struct stage_jnl_stats jst;
 	char msg[256];
 	int ret, status = CLI_EXIT_FAIL;
 
+	if (!av) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return CLI_EXIT_FAIL;
+	}
 	memset(&s, 0, sizeof(s));
 	s.datafd = -1;
+	s.spoolfd = -1;
 	s.final_status = CLI_EXIT_FAIL;
 	if (cli_opts_init(&s.opts, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
@@ -300,13 +397,34 @@ int main(int argc, char **argv)
 		free(s.image);
 		return CLI_EXIT_USAGE;
 	}
-	if (make_spool(&s, p.spool))
+	if (p.recover) {
+		if (p.spool)
+			fprintf(stderr, "%s: -o spool is ignored with -o recover\n", prog);
+		if (open_spool(&s, p.recover))
+			goto out_free;
+	} else if (make_spool(&s, p.spool)) {
 		goto out_free;
+	}
 	raise_fd_limit();
 	if (stage_init(&s, getuid(), getgid())) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out_spool;
 	}
+	ret = stage_jnl_open(&s, !!p.recover, &jst);
+	if (ret) {
+		if (p.recover)
+			fprintf(stderr, "%s: recovering %s: %s\n", prog, s.spool, strerror(-ret));
+		else
+			fprintf(stderr, "%s: creating the journal in %s: %s\n", prog, s.spool,
+				strerror(-ret));
+		goto out_spool;
+	}
+	if (p.recover)
+		fprintf(stderr, "%s: recovered %llu inodes from %s (%llu journal batches; "
+			"%llu bytes of a last batch cut short ignored; %llu entries without "
+			"data dropped)\n", prog, (unsigned long long)s.inodes, s.spool,
+			(unsigned long long)jst.batches, (unsigned long long)jst.torn_bytes,
+			(unsigned long long)jst.dropped);
 	s.foreground = fo.foreground;
 	se = fuse_session_new(&args, &stage_ops, sizeof(stage_ops), &s);
 	if (!se) {
@@ -352,7 +470,9 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_spool:
-	stage_remove_spool(&s);
+	/* A spool we were asked to recover is never ours to remove. */
+	if (!p.recover)
+		stage_remove_spool(&s);
 out_free:
 	stage_free(&s);
 	free(fo.mountpoint);
@@ -360,6 +480,10 @@ out_free:
 	free(p.image);
 	free(p.mnt);
 	free(p.spool);
+	free(p.recover);
+	stage_jnl_close(&s);
+	if (s.spoolfd >= 0)
+		close(s.spoolfd);
 	free(s.image);
 	free(s.spool);
 	free(s.datadir);

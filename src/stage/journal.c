@@ -1,0 +1,818 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The metadata journal: SPOOL/journal lets `sqfs-stage -o recover=SPOOL`
+ * rebuild the staged tree after the daemon died.  File data needs no log:
+ * it already lives in SPOOL/data/INO.  What the journal adds is everything
+ * else: each node's attributes, the directory entries and the xattrs.
+ *
+ * Every FUSE operation that changes metadata appends one batch, written
+ * with one write(2) when it drops stage->lock, so a killed daemon loses no
+ * operation that was answered, and a batch cut short by a crash or a full
+ * disk fails its checksum and is ignored with everything after it.  fsync
+ * and fsyncdir also fdatasync the journal: what was fsync'ed survives a
+ * power loss.
+ *
+ * A batch holds the entry changes in the order they happened and, for each
+ * node marked during the operation, its state when the lock was dropped.
+ * Replay applies a batch's node states first (a new node's entry refers to
+ * it), then its entries in order, and at the end drops what no entry names.
+ *
+ * Batch: u32 magic, u32 payload length, u64 xxh64 of the payload.
+ * Records: u8 type, then fields little-endian (see put_* below).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "stage/stage.h"
+#include "util/util.h"
+
+#define JNL_MAGIC 0x424a5153u	/* "SQJB" */
+#define JNL_HDR 16
+
+enum { R_NODE = 1, R_ADD, R_DEL, R_XSET, R_XDEL };
+
+struct jbuf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+struct stage_jnl {
+	int fd;
+	int err;		/* first failed write: the journal is behind */
+	struct jbuf rec;	/* entry and xattr records of the operation */
+	struct jbuf out;	/* the batch being written */
+	fuse_ino_t *dirty;	/* nodes marked during the operation */
+	size_t ndirty, cdirty;
+	uint64_t mark;		/* operation number, to mark a node once */
+};
+
+static int jb_reserve(struct jbuf *b, size_t n)
+{
+	size_t cap;
+	uint8_t *p;
+
+	if (b->len + n <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + n)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static void put(struct jbuf *b, const void *v, size_t n)
+{
+	memcpy(b->p + b->len, v, n);
+	b->len += n;
+}
+
+static void put8(struct jbuf *b, uint8_t v) { put(b, &v, 1); }
+
+static void put32(struct jbuf *b, uint32_t v)
+{
+	uint8_t x[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+
+	put(b, x, 4);
+}
+
+static void put64(struct jbuf *b, uint64_t v)
+{
+	put32(b, (uint32_t)v);
+	put32(b, (uint32_t)(v >> 32));
+}
+
+static void fail(struct stage *s, int err)
+{
+	if (!s->jnl->err) {
+		s->jnl->err = err;
+		stage_log(s, LOG_ERR,
+			  "writing the journal in %s: %s; a crash from now on could lose staged "
+			  "metadata, and fsync reports EIO until the next successful seal",
+			  s->spool, strerror(err));
+	}
+}
+
+void stage_jnl_node(struct stage *s, const struct snode *n)
+{
+	struct stage_jnl *j = s->jnl;
+
+	if (!j || n->jmark == j->mark)
+		return;
+	if (j->ndirty == j->cdirty) {
+		size_t c = j->cdirty ? j->cdirty * 2 : 16;
+		fuse_ino_t *d = realloc(j->dirty, c * sizeof(*d));
+
+		if (!d) {
+			fail(s, ENOMEM);
+			return;
+		}
+		j->dirty = d;
+		j->cdirty = c;
+	}
+	j->dirty[j->ndirty++] = n->ino;
+	((struct snode *)n)->jmark = j->mark;
+}
+
+void stage_jnl_dirent(struct stage *s, const struct snode *dir, const char *name,
+		      size_t len, const struct snode *child)
+{
+	struct stage_jnl *j = s->jnl;
+
+	if (!j)
+		return;
+	if (jb_reserve(&j->rec, 1 + 8 + 8 + 2 + len)) {
+		fail(s, ENOMEM);
+		return;
+	}
+	put8(&j->rec, child ? R_ADD : R_DEL);
+	put64(&j->rec, dir->ino);
+	if (child)
+		put64(&j->rec, child->ino);
+	put32(&j->rec, (uint32_t)len);
+	put(&j->rec, name, len);
+}
+
+void stage_jnl_xattr(struct stage *s, const struct snode *n, const char *name,
+		     const void *value, size_t size, int remove)
+{
+	struct stage_jnl *j = s->jnl;
+	size_t len = strlen(name);
+
+	if (!j)
+		return;
+	if (jb_reserve(&j->rec, 1 + 8 + 4 + 4 + len + size)) {
+		fail(s, ENOMEM);
+		return;
+	}
+	put8(&j->rec, remove ? R_XDEL : R_XSET);
+	put64(&j->rec, n->ino);
+	put32(&j->rec, (uint32_t)len);
+	put(&j->rec, name, len);
+	if (!remove) {
+		put32(&j->rec, (uint32_t)size);
+		put(&j->rec, value, size);
+	}
+}
+
+static void put_time(struct jbuf *b, const struct timespec *t)
+{
+	put64(b, (uint64_t)t->tv_sec);
+	put32(b, (uint32_t)t->tv_nsec);
+}
+
+static int put_node(struct jbuf *b, const struct snode *n)
+{
+	size_t tlen = n->target ? strlen(n->target) : 0;
+
+	if (jb_reserve(b, 1 + 8 + 4 * 3 + 8 + 12 * 3 + 4 + tlen))
+		return -ENOMEM;
+	put8(b, R_NODE);
+	put64(b, n->ino);
+	put32(b, (uint32_t)n->mode);
+	put32(b, (uint32_t)n->uid);
+	put32(b, (uint32_t)n->gid);
+	put64(b, (uint64_t)n->rdev);
+	put_time(b, &n->atime);
+	put_time(b, &n->mtime);
+	put_time(b, &n->ctime);
+	put32(b, (uint32_t)tlen);
+	put(b, n->target, tlen);
+	return 0;
+}
+
+static int write_all(int fd, const void *p, size_t len)
+{
+	const uint8_t *c = p;
+
+	while (len) {
+		ssize_t w = write(fd, c, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Seal a batch in j->out (payload after JNL_HDR bytes) and write it. */
+static int batch_write(struct stage_jnl *j)
+{
+	uint8_t *h = j->out.p;
+	uint32_t plen = (uint32_t)(j->out.len - JNL_HDR);
+	uint64_t sum = XXH64(h + JNL_HDR, plen, 0);
+	int ret;
+
+	put_le32(h, JNL_MAGIC);
+	put_le32(h + 4, plen);
+	put_le64(h + 8, sum);
+	ret = write_all(j->fd, j->out.p, j->out.len);
+	j->out.len = 0;
+	return ret;
+}
+
+void stage_jnl_flush(struct stage *s)
+{
+	struct stage_jnl *j = s->jnl;
+	size_t i;
+	int ret = 0;
+
+	if (!j)
+		return;
+	j->mark++;
+	if (!j->ndirty && !j->rec.len)
+		return;
+	j->out.len = 0;
+	if (jb_reserve(&j->out, JNL_HDR + j->rec.len)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	j->out.len = JNL_HDR;
+	for (i = 0; i < j->ndirty && !ret; i++) {
+		const struct snode *n = stage_get(s, j->dirty[i]);
+
+		if (n)
+			ret = put_node(&j->out, n);
+	}
+	if (ret || jb_reserve(&j->out, j->rec.len)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	put(&j->out, j->rec.p, j->rec.len);
+	if (!j->err)
+		ret = batch_write(j);
+out:
+	if (ret)
+		fail(s, -ret);
+	j->ndirty = 0;
+	j->rec.len = 0;
+	j->out.len = 0;
+}
+
+int stage_jnl_sync(struct stage *s)
+{
+	struct stage_jnl *j = s->jnl;
+
+	if (!j)
+		return 0;
+	if (j->err)
+		return -EIO;
+	/* The journal, and the names of new data files. */
+	if (fdatasync(j->fd) || fsync(s->datafd))
+		return -errno;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* A snapshot: the whole tree as batches, to start a journal afresh. */
+
+static int snap_flush(struct stage_jnl *j, int force)
+{
+	if (j->out.len < (force ? JNL_HDR + 1 : (size_t)1 << 20))
+		return 0;
+	return batch_write(j);
+}
+
+static int snap_begin(struct stage_jnl *j)
+{
+	if (j->out.len)
+		return 0;
+	if (jb_reserve(&j->out, JNL_HDR))
+		return -ENOMEM;
+	j->out.len = JNL_HDR;
+	return 0;
+}
+
+static int snap_nodes(struct stage *s, struct stage_jnl *j)
+{
+	size_t i, k;
+	struct snode *n;
+	int ret;
+
+	for (i = 0; i < s->islots; i++) {
+		for (n = s->itab[i]; n; n = n->hnext) {
+			if (!n->links && n != s->root)
+				continue;
+			if ((ret = snap_begin(j)) || (ret = put_node(&j->out, n)))
+				return ret;
+			for (k = 0; k < n->nxattrs; k++) {
+				const struct sxattr *x = &n->xattrs[k];
+				size_t len = strlen(x->name);
+
+				if (jb_reserve(&j->out, 1 + 8 + 8 + len + x->size))
+					return -ENOMEM;
+				put8(&j->out, R_XSET);
+				put64(&j->out, n->ino);
+				put32(&j->out, (uint32_t)len);
+				put(&j->out, x->name, len);
+				put32(&j->out, (uint32_t)x->size);
+				put(&j->out, x->value, x->size);
+			}
+			if ((ret = snap_flush(j, 0)))
+				return ret;
+		}
+	}
+	return snap_flush(j, 1);
+}
+
+static int snap_entries(struct stage *s, struct stage_jnl *j)
+{
+	size_t i, k;
+	struct snode *n;
+	struct sdirent *d;
+	int ret;
+
+	for (i = 0; i < s->islots; i++) {
+		for (n = s->itab[i]; n; n = n->hnext) {
+			if (!S_ISDIR(n->mode) || (!n->links && n != s->root))
+				continue;
+			for (k = 0; k < n->nslots; k++) {
+				for (d = n->tab[k]; d; d = d->next) {
+					if ((ret = snap_begin(j)))
+						return ret;
+					if (jb_reserve(&j->out, 1 + 8 + 8 + 4 + d->len))
+						return -ENOMEM;
+					put8(&j->out, R_ADD);
+					put64(&j->out, n->ino);
+					put64(&j->out, d->node->ino);
+					put32(&j->out, (uint32_t)d->len);
+					put(&j->out, d->name, d->len);
+					if ((ret = snap_flush(j, 0)))
+						return ret;
+				}
+			}
+		}
+	}
+	return snap_flush(j, 1);
+}
+
+/*
+ * Write the whole tree to SPOOL/journal.new, make it durable and rename it
+ * over SPOOL/journal: the new journal starts from here, and a journal that
+ * fell behind after a failed write is whole again.
+ */
+int stage_jnl_rewrite(struct stage *s)
+{
+	struct stage_jnl *j = s->jnl;
+	char *path = NULL, *tmp = NULL;
+	int fd = -1, old, spfd = -1, ret = -ENOMEM;
+
+	if (!j)
+		return 0;
+	if (asprintf(&path, "%s/journal", s->spool) < 0 ||
+	    asprintf(&tmp, "%s/journal.new", s->spool) < 0)
+		goto out;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	old = j->fd;
+	j->fd = fd;
+	j->out.len = 0;
+	ret = snap_nodes(s, j);
+	if (!ret)
+		ret = snap_entries(s, j);
+	j->out.len = 0;
+	j->fd = old;
+	if (!ret && fdatasync(fd))
+		ret = -errno;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	spfd = open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (spfd >= 0) {
+		fsync(spfd);
+		close(spfd);
+	}
+	close(j->fd);
+	j->fd = fd;
+	j->err = 0;
+	j->ndirty = 0;
+	j->rec.len = 0;
+out:
+	free(path);
+	free(tmp);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Replay. */
+
+struct rd {
+	const uint8_t *p, *end;
+	int bad;
+};
+
+static const uint8_t *take(struct rd *r, size_t n)
+{
+	const uint8_t *p = r->p;
+
+	if (r->bad || (size_t)(r->end - r->p) < n) {
+		r->bad = 1;
+		return NULL;
+	}
+	r->p += n;
+	return p;
+}
+
+static uint32_t get32(struct rd *r)
+{
+	const uint8_t *p = take(r, 4);
+
+	return p ? get_le32(p) : 0;
+}
+
+static uint64_t get64(struct rd *r)
+{
+	const uint8_t *p = take(r, 8);
+
+	return p ? get_le64(p) : 0;
+}
+
+static void get_time(struct rd *r, struct timespec *t)
+{
+	t->tv_sec = (time_t)get64(r);
+	t->tv_nsec = (long)get32(r);
+}
+
+static int apply_node(struct stage *s, struct rd *r, int doit)
+{
+	fuse_ino_t ino = get64(r);
+	mode_t mode = get32(r);
+	uid_t uid = get32(r);
+	gid_t gid = get32(r);
+	dev_t rdev = (dev_t)get64(r);
+	struct timespec at, mt, ct;
+	struct snode *n;
+	uint32_t tlen;
+	const uint8_t *t;
+
+	get_time(r, &at);
+	get_time(r, &mt);
+	get_time(r, &ct);
+	tlen = get32(r);
+	t = take(r, tlen);
+	if (r->bad || ino < FUSE_ROOT_ID)
+		return -EINVAL;
+	if (!doit)
+		return 0;
+	n = stage_get(s, ino);
+	if (n && (n->mode & S_IFMT) != (mode & S_IFMT))
+		return -EINVAL;
+	if (!n) {
+		n = stage_new_node_ino(s, ino, mode, uid, gid, rdev);
+		if (!n)
+			return -ENOMEM;
+	}
+	n->mode = mode;
+	stage_node_set_owner(s, n, uid, gid);
+	n->rdev = rdev;
+	n->atime = at;
+	n->mtime = mt;
+	n->ctime = ct;
+	if (S_ISLNK(mode)) {
+		char *c = malloc(tlen + 1);
+
+		if (!c)
+			return -ENOMEM;
+		memcpy(c, t, tlen);
+		c[tlen] = '\0';
+		free(n->target);
+		n->target = c;
+	}
+	return 0;
+}
+
+static int apply_entry(struct stage *s, struct rd *r, int type, int doit)
+{
+	fuse_ino_t dino = get64(r);
+	fuse_ino_t child = type == R_ADD ? get64(r) : 0;
+	uint32_t len = get32(r);
+	const char *name = (const char *)take(r, len);
+	struct snode *dir, *n;
+
+	if (r->bad || !len || len > STAGE_NAME_MAX)
+		return -EINVAL;
+	if (!doit)
+		return 0;
+	dir = stage_get(s, dino);
+	if (!dir || !S_ISDIR(dir->mode))
+		return -EINVAL;
+	if (dir_find(dir, name, len))
+		dir_del(dir, name, len);
+	if (type == R_DEL)
+		return 0;
+	n = stage_get(s, child);
+	if (!n)
+		return -EINVAL;
+	return dir_add(dir, name, len, n);
+}
+
+static int apply_xattr(struct stage *s, struct rd *r, int type, int doit)
+{
+	fuse_ino_t ino = get64(r);
+	uint32_t len = get32(r), size = 0;
+	const uint8_t *name = take(r, len), *v = NULL;
+	struct snode *n;
+	char buf[256];
+
+	if (type == R_XSET) {
+		size = get32(r);
+		v = take(r, size);
+	}
+	if (r->bad || !len || len >= sizeof(buf))
+		return -EINVAL;
+	if (!doit)
+		return 0;
+	n = stage_get(s, ino);
+	if (!n)
+		return -EINVAL;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	if (type == R_XDEL) {
+		xattr_remove(n, buf);
+		return 0;
+	}
+	return xattr_set(n, buf, v, size, 0);
+}
+
+/* One batch: node states first, then entries and xattrs in order. */
+static int apply_batch(struct stage *s, const uint8_t *p, size_t len)
+{
+	struct rd r;
+	int pass, ret;
+
+	for (pass = 0; pass < 2; pass++) {
+		r.p = p;
+		r.end = p + len;
+		r.bad = 0;
+		while (r.p < r.end) {
+			const uint8_t *t = take(&r, 1);
+			int type = t ? *t : 0;
+
+			switch (type) {
+			case R_NODE:
+				ret = apply_node(s, &r, pass == 0);
+				break;
+			case R_ADD: case R_DEL:
+				ret = apply_entry(s, &r, type, pass == 1);
+				break;
+			case R_XSET: case R_XDEL:
+				ret = apply_xattr(s, &r, type, pass == 1);
+				break;
+			default:
+				ret = -EINVAL;
+			}
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+/* Mark what a walk from the root reaches, counting links and parents. */
+static void reach(struct snode *dir, uint64_t pass)
+{
+	size_t k;
+	struct sdirent *d;
+
+	for (k = 0; k < dir->nslots; k++) {
+		for (d = dir->tab[k]; d; d = d->next) {
+			struct snode *n = d->node;
+
+			n->links++;
+			if (n->sqw_pass == pass)
+				continue;
+			n->sqw_pass = pass;
+			if (S_ISDIR(n->mode)) {
+				n->parent = dir;
+				reach(n, pass);
+			}
+		}
+	}
+}
+
+/*
+ * After replay: entries of regular files whose data file is gone (unlinked
+ * just before a crash) go; link counts come from a walk from the root; what
+ * the walk does not reach is dropped with its data.
+ */
+static void settle(struct stage *s, uint64_t *dropped)
+{
+	size_t i, k;
+	struct snode *n, *next;
+	struct sdirent *d, *dn;
+	char name[32];
+	struct stat st;
+
+	for (i = 0; i < s->islots; i++) {
+		for (n = s->itab[i]; n; n = n->hnext) {
+			n->links = 0;
+			if (!S_ISDIR(n->mode))
+				continue;
+			for (k = 0; k < n->nslots; k++) {
+				for (d = n->tab[k]; d; d = dn) {
+					struct snode *c = d->node;
+
+					dn = d->next;
+					if (!S_ISREG(c->mode))
+						continue;
+					snprintf(name, sizeof(name), "%llu", (unsigned long long)c->ino);
+					if (!fstatat(s->datafd, name, &st, 0)) {
+						c->size = (uint64_t)st.st_size;
+						continue;
+					}
+					dir_del(n, d->name, d->len);
+					(*dropped)++;
+				}
+			}
+		}
+	}
+	s->pass++;
+	s->root->links = 1;
+	s->root->parent = s->root;
+	s->root->sqw_pass = s->pass;
+	reach(s->root, s->pass);
+	for (i = 0; i < s->islots; i++) {
+		for (n = s->itab[i]; n; n = next) {
+			next = n->hnext;
+			if (n->links)
+				continue;
+			if (S_ISREG(n->mode)) {
+				snprintf(name, sizeof(name), "%llu", (unsigned long long)n->ino);
+				unlinkat(s->datafd, name, 0);
+			}
+			stage_node_drop(s, n);
+		}
+	}
+}
+
+/* Data files nothing names any more: left by a crash before their entry. */
+static void sweep_data(struct stage *s)
+{
+	DIR *dp;
+	struct dirent *de;
+	int fd = dup(s->datafd);
+
+	dp = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dp) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	rewinddir(dp);	/* the offset is shared with datafd's other dups */
+	while ((de = readdir(dp))) {
+		char *end;
+		unsigned long long ino = strtoull(de->d_name, &end, 10);
+		struct snode *n;
+
+		if (de->d_name[0] == '.' || *end)
+			continue;
+		n = stage_get(s, ino);
+		if (!n || !S_ISREG(n->mode))
+			unlinkat(s->datafd, de->d_name, 0);
+		if (ino >= s->next_ino)
+			s->next_ino = ino + 1;
+	}
+	closedir(dp);
+}
+
+static int replay(struct stage *s, int fd, struct stage_jnl_stats *st)
+{
+	struct stat sb;
+	uint8_t *buf;
+	size_t off = 0, len;
+	ssize_t got;
+	int ret = 0;
+
+	if (fstat(fd, &sb))
+		return -errno;
+	len = (size_t)sb.st_size;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	while (off < len) {
+		got = pread(fd, buf + off, len - off, (off_t)off);
+		if (got <= 0) {
+			ret = got < 0 ? -errno : -EIO;
+			goto out;
+		}
+		off += (size_t)got;
+	}
+	for (off = 0; off + JNL_HDR <= len;) {
+		uint32_t plen = get_le32(buf + off + 4);
+
+		if (get_le32(buf + off) != JNL_MAGIC || plen > len - off - JNL_HDR ||
+		    XXH64(buf + off + JNL_HDR, plen, 0) != get_le64(buf + off + 8))
+			break;
+		ret = apply_batch(s, buf + off + JNL_HDR, plen);
+		if (ret)
+			break;
+		st->batches++;
+		off += JNL_HDR + plen;
+	}
+	st->good_bytes = off;
+	st->torn_bytes = len - off;
+	if (ret == -EINVAL) {
+		/* A batch that checks out but does not apply: stop there too. */
+		ret = 0;
+	}
+out:
+	free(buf);
+	return ret;
+}
+
+static struct stage_jnl *jnl_alloc(void)
+{
+	struct stage_jnl *j = calloc(1, sizeof(*j));
+
+	if (j) {
+		j->fd = -1;
+		j->mark = 1;
+	}
+	return j;
+}
+
+int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st)
+{
+	struct stage_jnl *j = jnl_alloc();
+	char *path = NULL;
+	int ret = -ENOMEM, fd = -1;
+
+	memset(st, 0, sizeof(*st));
+	if (!j || asprintf(&path, "%s/journal", s->spool) < 0) {
+		path = NULL;
+		goto fail;
+	}
+	if (recover) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			ret = -errno;
+			goto fail;
+		}
+		ret = replay(s, fd, st);
+		close(fd);
+		if (ret)
+			goto fail;
+		settle(s, &st->dropped);
+		sweep_data(s);
+		/* Start a clean journal from the recovered tree. */
+		j->fd = -1;
+		s->jnl = j;
+		ret = stage_jnl_rewrite(s);
+		if (ret) {
+			s->jnl = NULL;
+			goto fail;
+		}
+	} else {
+		j->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+		if (j->fd < 0) {
+			ret = -errno;
+			goto fail;
+		}
+		s->jnl = j;
+		stage_jnl_node(s, s->root);
+		stage_jnl_flush(s);
+	}
+	free(path);
+	return 0;
+fail:
+	free(path);
+	free(j);
+	return ret;
+}
+
+void stage_jnl_close(struct stage *s)
+{
+	struct stage_jnl *j = s->jnl;
+
+	if (!j)
+		return;
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j->rec.p);
+	free(j->out.p);
+	free(j->dirty);
+	free(j);
+	s->jnl = NULL;
+}

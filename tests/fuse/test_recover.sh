@@ -1,0 +1,204 @@
+#!/bin/bash
+# test_recover.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
+#
+# Crash safety: kill -9 of the daemon, at rest and at random points while a
+# writer runs, and in the middle of a seal.
+#   - `sqfs-stage --recover SPOOL` brings back the whole tree (contents,
+#     modes, owners, times, links, xattrs, devices) of every answered
+#     operation; the sealed image equals sqfs-pack of the source
+#   - every file a writer closed and fsync'ed before the kill is recovered
+#     with its data and metadata
+#   - a seal killed mid-write leaves IMAGE as it was (or absent)
+#   - a journal cut short mid-batch recovers up to the last whole batch
+#   - recovering a spool in use, or a directory that is no spool, fails
+set -euo pipefail
+# shellcheck source=tests/fuse/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "$@"
+need_loop
+need_cmd getfattr setfattr sha256sum mknod
+MT=1700000000
+OPTS=comp=zstd:3,block_size=64K,mkfs_time=$MT
+
+SRC=$WORK/src
+"$FUSE_TESTS_DIR/mksrc.sh" "$SRC"
+"$PACK" -q --mkfs-time $MT -c zstd:3 -b 64K "$SRC" "$WORK/ref.sqfs"
+REF=$(sha256sum <"$WORK/ref.sqfs" | cut -d' ' -f1)
+
+spool_of() { # IMAGE: the one spool directory beside it
+	local d
+	d=$(find "$(dirname "$1")" -maxdepth 1 -name ".$(basename "$1").spool.*" | head -n 1)
+	[[ -n $d ]] || { log "FAIL: no spool beside $1"; exit 1; }
+	echo "$d"
+}
+
+crash() { # crash MOUNTPOINT [WRITER_PID]: kill -9 the daemon, drop the dead mount
+	kill -9 "$DPID" 2>/dev/null || true
+	wait "$DPID" 2>/dev/null || true
+	# The writer must be gone before the mount is detached, or it would go
+	# on writing into the bare mountpoint directory underneath.
+	if [[ -n ${2-} ]]; then
+		kill -9 "$2" 2>/dev/null || true
+		wait "$2" 2>/dev/null || true
+	fi
+	fusermount3 -u -z "$1" 2>/dev/null || true
+}
+
+# --- 1: at rest, no fsync: every answered operation survives --------------
+mkdir -p "$WORK/o1"
+IMG=$WORK/o1/a.sqfs
+stage_mount "$IMG" "$WORK/m1" -o $OPTS
+cp -a "$SRC/." "$WORK/m1/"
+# churn that ends in the source tree again
+mkdir "$WORK/m1/tmpdir"
+echo gone >"$WORK/m1/tmpdir/x"
+mv "$WORK/m1/tmpdir" "$WORK/m1/tmpdir2"
+rm -r "$WORK/m1/tmpdir2"
+cp "$WORK/m1/$(cd "$SRC" && find . -type f -size +1k | sort | head -n 1)" "$WORK/m1/copy"
+rm "$WORK/m1/copy"
+touch -r "$SRC" "$WORK/m1"
+tree_cmp "$SRC" "$WORK/m1" "staged view before the crash"
+SP=$(spool_of "$IMG")
+crash "$WORK/m1"
+[[ -e $IMG ]] && fail "an image appeared without a seal"
+stage_mount "$IMG" "$WORK/m1" --recover "$SP" -o $OPTS
+tree_cmp "$SRC" "$WORK/m1" "recovered tree"
+"$SEAL" --quiet "$WORK/m1" || fail "seal after recovery"
+wait_daemon 0
+sum=$(sha256sum <"$IMG" | cut -d' ' -f1)
+[[ $sum == "$REF" ]] && ok "recovered image equals sqfs-pack" || fail "recovered image $sum, sqfs-pack $REF"
+[[ -d $SP ]] && fail "spool left after the seal of a recovered tree" || ok "spool removed after the seal"
+
+# --- 2: kill -9 at random points under an fsync'ing writer -----------------
+# The writer creates files with random sizes, modes and times, fsyncs each
+# and only then logs it as done (in a file outside the mount).
+for round in 1 2 3; do
+	mkdir -p "$WORK/o2"
+	IMG=$WORK/o2/r$round.sqfs
+	M=$WORK/m2-$round
+	stage_mount "$IMG" "$M" -o $OPTS
+	SP=$(spool_of "$IMG")
+	python3 - "$M" "$WORK/done$round" $round >/dev/null 2>&1 <<'EOF' &
+import os, random, sys
+root, log, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+r = random.Random(seed)
+with open(log, "w") as done:
+    for i in range(100000):
+        d = os.path.join(root, "d%d" % (i % 7))
+        os.makedirs(d, exist_ok=True)
+        name = os.path.join(d, "f%05d" % i)
+        data = r.randbytes(r.choice([0, 1, 100, 70000, 300000]))
+        with open(name, "wb") as f:
+            f.write(data)
+            os.fchmod(f.fileno(), 0o600 + r.randrange(0o100))
+            f.flush()
+            os.fsync(f.fileno())
+        os.utime(name, ns=(1600000000 * 10**9 + i, 1600000000 * 10**9 + i))
+        fd = os.open(name, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+        st = os.stat(name)
+        done.write("%s %o %d %d\n" % (os.path.relpath(name, root), st.st_mode, st.st_mtime_ns, len(data)))
+        done.flush()
+        os.fsync(done.fileno())
+        # keep the content to compare: its seed is (seed, i), replayed below
+EOF
+	WPID=$!
+	sleep "0.$((RANDOM % 9 + 1))"
+	sleep $((round - 1))
+	crash "$M" "$WPID"
+	stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
+	python3 - "$M" "$WORK/done$round" $round <<'EOF' && ok "round $round: every fsync'ed file recovered" || fail "round $round: fsync'ed files lost or wrong"
+import os, random, sys
+root, log, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+r = random.Random(seed)
+lines = open(log).read().splitlines()
+bad = 0
+for i, line in enumerate(lines):
+    rel, mode, mtime, size = line.split()
+    data = r.randbytes(r.choice([0, 1, 100, 70000, 300000]))
+    r.randrange(0o100)
+    p = os.path.join(root, rel)
+    try:
+        st = os.stat(p)
+        with open(p, "rb") as f:
+            got = f.read()
+    except OSError as e:
+        print("missing", rel, e); bad += 1; continue
+    if got != data or "%o" % st.st_mode != mode or st.st_mtime_ns != int(mtime):
+        print("differs", rel, len(got), len(data), "%o" % st.st_mode, mode, st.st_mtime_ns, mtime)
+        bad += 1
+print(len(lines), "fsync'ed files checked,", bad, "bad")
+sys.exit(1 if bad or not lines else 0)
+EOF
+	"$SEAL" --quiet "$M" || fail "round $round: seal after recovery"
+	wait_daemon 0
+	if loop_mount "$IMG" "$WORK/k2"; then
+		n=$(find "$WORK/k2" -type f | wc -l)
+		[[ $n -ge $(wc -l <"$WORK/done$round") ]] && ok "round $round: image holds $n files" ||
+			fail "round $round: image holds $n files, fewer than fsync'ed"
+		loop_umount "$WORK/k2"
+	fi
+done
+
+# --- 3: kill -9 in the middle of a seal -------------------------------------
+mkdir -p "$WORK/o3"
+IMG=$WORK/o3/s.sqfs
+M=$WORK/m3
+stage_mount "$IMG" "$M" -o comp=xz:9,block_size=64K,mkfs_time=$MT,no_background
+cp -a "$SRC/." "$M/"
+"$SEAL" --keep --quiet "$M" || fail "first seal"
+FIRST=$(sha256sum <"$IMG" | cut -d' ' -f1)
+head -c 60000000 /dev/urandom >"$WORK/big"
+cp "$WORK/big" "$M/big"
+SP=$(spool_of "$IMG")
+"$SEAL" --quiet "$M" >/dev/null 2>&1 &
+SPID=$!
+sleep 1
+crash "$M"
+wait "$SPID" 2>/dev/null && fail "sqfs-seal succeeded although its daemon was killed" || ok "sqfs-seal reports the failure"
+sum=$(sha256sum <"$IMG" | cut -d' ' -f1)
+[[ $sum == "$FIRST" ]] && ok "IMAGE is still the previous image" || fail "IMAGE changed by a killed seal"
+stage_mount "$IMG" "$M" --recover "$SP" -o comp=xz:9,block_size=64K,mkfs_time=$MT
+cmp -s "$M/big" "$WORK/big" && ok "big file recovered" || fail "big file not recovered"
+rm "$M/big"
+touch -r "$SRC" "$M"
+"$SEAL" --quiet "$M" || fail "seal after the killed seal"
+wait_daemon 0
+"$PACK" -q --mkfs-time $MT -c xz:9 -b 64K "$SRC" "$WORK/ref3.sqfs"
+cmp -s "$IMG" "$WORK/ref3.sqfs" && ok "image after recovery equals sqfs-pack" || fail "image after recovery differs"
+
+# --- 4: a journal cut short in its last batch --------------------------------
+mkdir -p "$WORK/o4"
+IMG=$WORK/o4/t.sqfs
+M=$WORK/m4
+stage_mount "$IMG" "$M" -o $OPTS
+mkdir "$M/a"
+echo one >"$M/a/one"
+sync
+echo two >"$M/a/two"
+SP=$(spool_of "$IMG")
+crash "$M"
+size=$(stat -c %s "$SP/journal")
+truncate -s $((size - 3)) "$SP/journal"
+stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
+[[ $(cat "$M/a/one" 2>/dev/null) == one ]] && ok "whole batches replayed" || fail "lost a whole batch"
+grep -q "bytes of a last batch cut short ignored" "$WORK/daemon.log" && ok "torn batch reported" || fail "torn batch not reported"
+
+# --- 5: wrong uses of --recover ------------------------------------------------
+mkdir -p "$WORK/m5" "$WORK/nospool"
+if "$STAGE" --recover "$SP" "$WORK/o4/u.sqfs" "$WORK/m5" 2>"$WORK/err5"; then
+	fail "recovering a spool in use succeeded"
+else
+	grep -q "in use" "$WORK/err5" && ok "spool in use refused: $(cat "$WORK/err5")" || fail "message: $(cat "$WORK/err5")"
+fi
+rc=0
+"$STAGE" --recover "$WORK/nospool" "$WORK/o4/u.sqfs" "$WORK/m5" 2>"$WORK/err5" || rc=$?
+[[ $rc -eq 1 ]] && grep -q "not a sqfs-stage spool" "$WORK/err5" && ok "not a spool: $(cat "$WORK/err5")" ||
+	fail "not a spool: rc=$rc $(cat "$WORK/err5")"
+mountpoint -q "$WORK/m5" && fail "mounted on a bad --recover"
+"$SEAL" --quiet "$M" || fail "seal of test 4"
+wait_daemon 0
+
+finish
