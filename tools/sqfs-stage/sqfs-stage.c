@@ -237,62 +237,67 @@ int main(int argc, char **argv)
 	char msg[256];
 	int ret, status = CLI_EXIT_FAIL;
 
+	memset(&fo, 0, sizeof(fo));
 	memset(&s, 0, sizeof(s));
 	s.datafd = -1;
 	s.final_status = CLI_EXIT_FAIL;
+	/* Every exit goes through out_free: no leaks, also on usage errors. */
 	if (cli_opts_init(&s.opts, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (fuse_opt_parse(&args, &p, NULL, opt_proc)) {
 		if (!p.bad)
 			fprintf(stderr, "%s: invalid arguments\n", prog);
 		fprintf(stderr, "Try '%s --help'.\n", prog);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (p.help) {
 		usage(stdout);
 		printf("\nFUSE options:\n");
 		fuse_cmdline_help();
 		fuse_lowlevel_help();
-		return CLI_EXIT_OK;
+		status = CLI_EXIT_OK;
+		goto out_free;
 	}
 	if (p.version) {
 		printf("sqfs-stage %s (libfuse %s)\n", SQW_VERSION, fuse_pkgversion());
-		return CLI_EXIT_OK;
+		status = CLI_EXIT_OK;
+		goto out_free;
 	}
 	if (p.nonopts != 2) {
 		fprintf(stderr, "%s: expected IMAGE and MOUNTPOINT\nTry '%s --help'.\n",
 			prog, prog);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (cli_opts_finish(&s.opts, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (p.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions"))
-		return CLI_EXIT_FAIL;
-	if (check_image(&s, p.image) || check_mountpoint(p.mnt)) {
-		free(p.image);
-		free(p.mnt);
-		free(s.image);
-		fuse_opt_free_args(&args);
-		return CLI_EXIT_FAIL;
-	}
+		goto out_free;
+	if (check_image(&s, p.image) || check_mountpoint(p.mnt))
+		goto out_free;
 	if (!strchr(s.image, ',')) {
 		char *fsname;
 
-		if (asprintf(&fsname, "-ofsname=%s", s.image) < 0 ||
-		    fuse_opt_add_arg(&args, fsname))
-			return CLI_EXIT_FAIL;
+		if (asprintf(&fsname, "-ofsname=%s", s.image) < 0)
+			goto out_free;
+		ret = fuse_opt_add_arg(&args, fsname);
 		free(fsname);
+		if (ret)
+			goto out_free;
 	}
 	if (fuse_opt_add_arg(&args, "-osubtype=sqfs-stage"))
-		return CLI_EXIT_FAIL;
+		goto out_free;
 	if (fuse_parse_cmdline(&args, &fo)) {
 		fprintf(stderr, "Try '%s --help'.\n", prog);
-		free(s.image);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (make_spool(&s, p.spool))
 		goto out_free;
