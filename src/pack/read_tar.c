@@ -14,6 +14,13 @@
 
 #include "pack/spool.h"
 
+/*
+ * The largest apparent size of a member.  A few header bytes can declare a
+ * sparse member of many TiB, whose block list alone takes 4 bytes per block
+ * in memory and time per block to write; past this, refuse the archive.
+ */
+#define TAR_MAX_MEMBER_SIZE (UINT64_C(1) << 42)	/* 4 TiB */
+
 struct tar_ctx {
 	sqw_tree_t *tree;
 	struct spool *sp;
@@ -179,6 +186,12 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 			if (archive_entry_size(e) < 0)
 				return fail(c, -EBADMSG, "negative size", raw);
 			at.size = (uint64_t)archive_entry_size(e);
+			if (at.size > TAR_MAX_MEMBER_SIZE) {
+				snprintf(c->err->detail, sizeof(c->err->detail),
+					 "%llu bytes, at most 4 TiB from a tar archive",
+					 (unsigned long long)at.size);
+				return fail(c, -EFBIG, "member too large", raw);
+			}
 		}
 		if (S_ISLNK(at.mode) && (!archive_entry_symlink(e) ||
 					 !*archive_entry_symlink(e)))
