@@ -21,6 +21,12 @@
  */
 #define TAR_MAX_MEMBER_SIZE (UINT64_C(1) << 42)	/* 4 TiB */
 
+/*
+ * The deepest member name, in components: the tree passes recurse once per
+ * level, and a 1 MB pax name could otherwise nest half a million deep.
+ */
+#define TAR_MAX_DEPTH 4096
+
 struct tar_ctx {
 	sqw_tree_t *tree;
 	struct spool *sp;
@@ -101,6 +107,16 @@ static int read_data(struct tar_ctx *c, struct archive *a,
 	}
 }
 
+static size_t path_depth(const char *p)
+{
+	size_t n = 0;
+
+	for (; *p; p++)
+		if (*p != '/' && (p[1] == '/' || p[1] == '\0'))
+			n++;
+	return n;
+}
+
 /* Make room for the entry at dir/name; a directory over a directory stays. */
 static int replace(struct tar_ctx *c, sqw_node_t *dir, const char *name,
 		   size_t len, mode_t mode, sqw_node_t **keep)
@@ -137,6 +153,11 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	if (!raw)
 		return fail(c, -EBADMSG, "member without a name", "");
 	path = clean_path(c, raw);
+	if (path_depth(path) > TAR_MAX_DEPTH) {
+		snprintf(c->err->detail, sizeof(c->err->detail),
+			 "%zu levels, at most %d", path_depth(path), TAR_MAX_DEPTH);
+		return fail(c, -EBADMSG, "member name nested too deeply", raw);
+	}
 	ret = sqw_tree_walk(c->tree, path, 1, &c->dir_attr, &dir, &name, &len);
 	if (ret)
 		return fail(c, ret, ret == -EINVAL ? "unsafe member name ('..')" :
@@ -145,14 +166,20 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	link = archive_entry_hardlink(e);
 	if (link) {
 		sqw_node_t *ldir, *target;
+		struct sqw_attr ta;
 		const char *lname;
 		size_t llen;
 
 		ret = sqw_tree_walk(c->tree, clean_path(c, link), 0, NULL, &ldir,
 				    &lname, &llen);
+		if (ret == -EINVAL)
+			return fail(c, -EBADMSG, "unsafe hard link target ('..')", raw);
 		target = ret ? NULL : llen ? sqw_tree_lookup(c->tree, ldir, lname, llen) : ldir;
 		if (!target)
 			return fail(c, -EBADMSG, "hard link to a missing member", raw);
+		sqw_node_get_attr(target, &ta);
+		if (S_ISDIR(ta.mode))
+			return fail(c, -EBADMSG, "hard link to a directory", raw);
 		if (len == 0)
 			return fail(c, -EBADMSG, "hard link named like the root", raw);
 		if (target == sqw_tree_lookup(c->tree, dir, name, len))
@@ -163,11 +190,13 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 		return ret ? fail(c, ret, "adding a hard link", raw) : 0;
 	}
 	if (len == 0) {
-		/* "./" itself: the root's attributes. */
+		/* "./" itself, or "sub/.": that directory's attributes. */
 		if (!S_ISDIR(at.mode))
-			return fail(c, -EBADMSG, "the root is not a directory", raw);
-		sqw_node_set_attr(sqw_tree_root(c->tree), &at);
-		return add_xattrs(c, e, sqw_tree_root(c->tree), raw);
+			return fail(c, -EBADMSG, dir == sqw_tree_root(c->tree) ?
+				    "the root is not a directory" :
+				    "a member named '.' is not a directory", raw);
+		sqw_node_set_attr(dir, &at);
+		return add_xattrs(c, e, dir, raw);
 	}
 	switch (at.mode & S_IFMT) {
 	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK:
