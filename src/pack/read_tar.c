@@ -94,7 +94,7 @@ static int read_data(struct tar_ctx *c, struct archive *a,
 		r = archive_read_data_block(a, &buf, &size, &off);
 		if (r == ARCHIVE_EOF)
 			return 0;
-		if (r < ARCHIVE_WARN) {
+		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
 			snprintf(c->err->detail, sizeof(c->err->detail), "%s",
 				 archive_error_string(a) ? archive_error_string(a) : "");
 			return fail(c, -EBADMSG, "reading archive data", path);
@@ -258,6 +258,7 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	};
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
+	char prev[128] = "";	/* the last member read, for messages */
 	int r, ret = 0;
 
 	if (!a)
@@ -281,15 +282,24 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 			fprintf(warn, "warning: %s: %s\n",
 				archive_entry_pathname(e) ? archive_entry_pathname(e) : "?",
 				archive_error_string(a));
-		if (r < ARCHIVE_WARN) {
-			snprintf(err->detail, sizeof(err->detail), "%s",
-				 archive_error_string(a) ? archive_error_string(a) : "");
+		/* ARCHIVE_RETRY (a damaged header) is an error too: e is empty. */
+		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+			const char *m = archive_error_string(a);
+
+			if (*prev)
+				snprintf(err->detail, sizeof(err->detail),
+					 "%s (in the header after member '%s')",
+					 m ? m : "bad header", prev);
+			else
+				snprintf(err->detail, sizeof(err->detail),
+					 "%s (in the first header)", m ? m : "bad header");
 			ret = fail(&c, -EBADMSG, "malformed archive", "");
 			goto out;
 		}
 		ret = add_entry(&c, a, e);
 		if (ret)
 			goto out;
+		snprintf(prev, sizeof(prev), "%s", archive_entry_pathname(e));
 	}
 	ret = spool_flush(sp);
 	if (ret)
