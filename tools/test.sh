@@ -178,6 +178,7 @@ mode_fuzz() {
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		"$dir/tests/fuzz/fuzz_tar" -max_total_time="$secs" -max_len=65536 \
 		-rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
+		-dict="$ROOT/tests/fuzz/tar.dict" \
 		-artifact_prefix="$art/" "$corpus" "$ROOT/tests/fuzz/corpus" \
 		>"$dir/fuzz.log" 2>&1 || rc=$?
 	grep -E '^(#[0-9]+.*(DONE|INITED))|^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' \

@@ -7,6 +7,7 @@
  * -Dfuzz=enabled and clang; see tools/test.sh --mode=fuzz.
  *
  *   build-fuzz/tests/fuzz/fuzz_tar -max_len=65536 -rss_limit_mb=2048 \
+ *       -dict=tests/fuzz/tar.dict \
  *       CORPUS_DIR tests/fuzz/corpus
  */
 #include <errno.h>
