@@ -8,6 +8,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <linux/limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,6 +70,13 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		return 0;
 	archive_entry_xattr_reset(e);
 	while (archive_entry_xattr_next(e, &name, &val, &size) == ARCHIVE_OK) {
+		/* What Linux could never read back is refused, not stored. */
+		snprintf(c->err->detail, sizeof(c->err->detail), "xattr '%.64s%s'",
+			 name, strlen(name) > 64 ? "..." : "");
+		if (strlen(name) > XATTR_NAME_MAX)
+			return fail(c, -EBADMSG, "xattr name longer than 255 bytes", path);
+		if (size > XATTR_SIZE_MAX)
+			return fail(c, -EBADMSG, "xattr value larger than 64 KiB", path);
 		ret = sqw_node_set_xattr(c->tree, n, name, val, size);
 		if (ret == -ENOTSUP) {
 			if (c->warn && !c->warned_xattr++)
@@ -79,6 +87,7 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		if (ret)
 			return fail(c, ret, "storing xattrs", path);
 	}
+	c->err->detail[0] = '\0';
 	return 0;
 }
 
