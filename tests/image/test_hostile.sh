@@ -169,6 +169,15 @@ mk("symlink-empty.tar", [sym("empty", "")])
 mk("dot-is-file.tar", [dr("sub"), reg("sub/.")])
 mk("root-is-file.tar", [reg(".")])
 
+# --- xattrs (pax SCHILY.xattr) ------------------------------------------------------------
+def xf(name, pax):
+    ti = tarfile.TarInfo("f"); ti.size = 2; ti.mtime = 1; ti.pax_headers = pax
+    mk(name, [(ti, b"x\n")])
+xf("xattr-value-900k.tar", {"SCHILY.xattr.user.big": "v" * 900000})
+xf("xattr-name-300.tar", {"SCHILY.xattr.user." + "n" * 300: "v"})
+xf("xattr-name-empty.tar", {"SCHILY.xattr.user.": "v"})
+xf("xattr-unknown-ns.tar", {"SCHILY.xattr.bogus.x": "v", "SCHILY.xattr.user.ok": "yes"})
+
 # --- documented handling: exit 0, checked through the image -----------------------------
 # a later member replaces an earlier one of the same name (tar x)
 mk("dup.tar", [reg("f", b"one\n"), reg("f", b"two\n"),
@@ -345,6 +354,11 @@ bad symlink-empty.tar 'empty: .*symlink with an empty target'
 bad dot-is-file.tar "sub/\.: .*named '\.' is not a directory"
 bad root-is-file.tar 'root is not a directory'
 
+section "xattrs"
+bad xattr-value-900k.tar "f: xattr value larger than 64 KiB.*user\.big"
+bad xattr-name-300.tar "f: xattr name longer than 255 bytes.*user\.nnn"
+bad xattr-name-empty.tar "f: storing xattrs.*xattr 'user\.'"
+
 section "decompression bombs"
 # 1 GiB of zeros spooled beside a 32 MiB image directory: a full disk, said so.
 rm -rf -- "${S:?}/small"/*
@@ -370,6 +384,11 @@ fi
 if good absolute.tar; then
 	content abs/escaped "abs" absolute.tar
 	grep -q "removing leading '/'" <<<"$ERR" || fail "[absolute.tar] no warning about the leading '/'"
+fi
+# an xattr namespace SquashFS cannot store is skipped with a warning
+if good xattr-unknown-ns.tar; then
+	grep -q "warning: f: xattr 'bogus.x' cannot be stored" <<<"$ERR" ||
+		fail "[xattr-unknown-ns.tar] no warning about 'bogus.x': $ERR"
 fi
 if good symlink-targets.tar; then
 	[[ $(readlink "$S/x/up") == ../../../../etc/passwd && $(readlink "$S/x/abs") == "$OUTSIDE" ]] ||
