@@ -21,7 +21,7 @@
 # (log_path=...), and that directory must be empty after the suites.
 #
 # Environment: BUILD_DIR (normal build, default build-test; the others add
-# -asan, -tsan, -fuzz), TEST_MODES, FUZZ_SECONDS, FUZZ_JOBS, TEST_FAIL_FAST=1
+# -asan, -tsan, -fuzz), TEST_MODES, FUZZ_SECONDS, FUZZ_CC, TEST_FAIL_FAST=1
 # (stop at the first failing mode).  Each mode's time is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ ROOT=$PWD
 ALL_MODES=(normal asan tsan valgrind fuzz)
 modes=${TEST_MODES:-}
 suites=()
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--mode=*) modes=${1#--mode=} ;;
