@@ -7,7 +7,8 @@ pkgs=(build-essential meson ninja-build pkg-config
       libzstd-dev liblzma-dev zlib1g-dev liblz4-dev liblzo2-dev
       libarchive-dev libxxhash-dev libfuse3-dev fuse3 libcmocka-dev
       squashfs-tools squashfs-tools-ng squashfuse attr
-      python3 xz-utils zstd gzip tar util-linux valgrind)
+      python3 xz-utils zstd gzip tar util-linux valgrind
+      clang-14 libclang-rt-14-dev)	# libFuzzer (tools/test.sh --mode=fuzz)
 
 missing=()
 for p in "${pkgs[@]}"; do

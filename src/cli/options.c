@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ int cli_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
+	unsigned shift = 0;
 
 	if (!isdigit((unsigned char)*s))
 		return -EINVAL;
@@ -22,10 +24,13 @@ int cli_parse_size(const char *s, uint64_t *out)
 	if (errno)
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
 	}
+	if (v > (ULLONG_MAX >> shift))
+		return -EINVAL;	/* would wrap: 18014398509481988K is not 4K */
+	v <<= shift;
 	if (*end == 'i' || *end == 'B')
 		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
 	if (*end)

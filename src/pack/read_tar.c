@@ -8,11 +8,25 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <linux/limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "pack/spool.h"
+
+/*
+ * The largest apparent size of a member.  A few header bytes can declare a
+ * sparse member of many TiB, whose block list alone takes 4 bytes per block
+ * in memory and time per block to write; past this, refuse the archive.
+ */
+#define TAR_MAX_MEMBER_SIZE (UINT64_C(1) << 42)	/* 4 TiB */
+
+/*
+ * The deepest member name, in components: the tree passes recurse once per
+ * level, and a 1 MB pax name could otherwise nest half a million deep.
+ */
+#define TAR_MAX_DEPTH 4096
 
 struct tar_ctx {
 	sqw_tree_t *tree;
@@ -56,6 +70,13 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		return 0;
 	archive_entry_xattr_reset(e);
 	while (archive_entry_xattr_next(e, &name, &val, &size) == ARCHIVE_OK) {
+		/* What Linux could never read back is refused, not stored. */
+		snprintf(c->err->detail, sizeof(c->err->detail), "xattr '%.64s%s'",
+			 name, strlen(name) > 64 ? "..." : "");
+		if (strlen(name) > XATTR_NAME_MAX)
+			return fail(c, -EBADMSG, "xattr name longer than 255 bytes", path);
+		if (size > XATTR_SIZE_MAX)
+			return fail(c, -EBADMSG, "xattr value larger than 64 KiB", path);
 		ret = sqw_node_set_xattr(c->tree, n, name, val, size);
 		if (ret == -ENOTSUP) {
 			if (c->warn && !c->warned_xattr++)
@@ -66,6 +87,7 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		if (ret)
 			return fail(c, ret, "storing xattrs", path);
 	}
+	c->err->detail[0] = '\0';
 	return 0;
 }
 
@@ -81,7 +103,7 @@ static int read_data(struct tar_ctx *c, struct archive *a,
 		r = archive_read_data_block(a, &buf, &size, &off);
 		if (r == ARCHIVE_EOF)
 			return 0;
-		if (r < ARCHIVE_WARN) {
+		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
 			snprintf(c->err->detail, sizeof(c->err->detail), "%s",
 				 archive_error_string(a) ? archive_error_string(a) : "");
 			return fail(c, -EBADMSG, "reading archive data", path);
@@ -92,6 +114,16 @@ static int read_data(struct tar_ctx *c, struct archive *a,
 		if (ret)
 			return fail(c, ret, "writing the spool", path);
 	}
+}
+
+static size_t path_depth(const char *p)
+{
+	size_t n = 0;
+
+	for (; *p; p++)
+		if (*p != '/' && (p[1] == '/' || p[1] == '\0'))
+			n++;
+	return n;
 }
 
 /* Make room for the entry at dir/name; a directory over a directory stays. */
@@ -130,6 +162,11 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	if (!raw)
 		return fail(c, -EBADMSG, "member without a name", "");
 	path = clean_path(c, raw);
+	if (path_depth(path) > TAR_MAX_DEPTH) {
+		snprintf(c->err->detail, sizeof(c->err->detail),
+			 "%zu levels, at most %d", path_depth(path), TAR_MAX_DEPTH);
+		return fail(c, -EBADMSG, "member name nested too deeply", raw);
+	}
 	ret = sqw_tree_walk(c->tree, path, 1, &c->dir_attr, &dir, &name, &len);
 	if (ret)
 		return fail(c, ret, ret == -EINVAL ? "unsafe member name ('..')" :
@@ -138,14 +175,20 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	link = archive_entry_hardlink(e);
 	if (link) {
 		sqw_node_t *ldir, *target;
+		struct sqw_attr ta;
 		const char *lname;
 		size_t llen;
 
 		ret = sqw_tree_walk(c->tree, clean_path(c, link), 0, NULL, &ldir,
 				    &lname, &llen);
+		if (ret == -EINVAL)
+			return fail(c, -EBADMSG, "unsafe hard link target ('..')", raw);
 		target = ret ? NULL : llen ? sqw_tree_lookup(c->tree, ldir, lname, llen) : ldir;
 		if (!target)
 			return fail(c, -EBADMSG, "hard link to a missing member", raw);
+		sqw_node_get_attr(target, &ta);
+		if (S_ISDIR(ta.mode))
+			return fail(c, -EBADMSG, "hard link to a directory", raw);
 		if (len == 0)
 			return fail(c, -EBADMSG, "hard link named like the root", raw);
 		if (target == sqw_tree_lookup(c->tree, dir, name, len))
@@ -156,11 +199,13 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 		return ret ? fail(c, ret, "adding a hard link", raw) : 0;
 	}
 	if (len == 0) {
-		/* "./" itself: the root's attributes. */
+		/* "./" itself, or "sub/.": that directory's attributes. */
 		if (!S_ISDIR(at.mode))
-			return fail(c, -EBADMSG, "the root is not a directory", raw);
-		sqw_node_set_attr(sqw_tree_root(c->tree), &at);
-		return add_xattrs(c, e, sqw_tree_root(c->tree), raw);
+			return fail(c, -EBADMSG, dir == sqw_tree_root(c->tree) ?
+				    "the root is not a directory" :
+				    "a member named '.' is not a directory", raw);
+		sqw_node_set_attr(dir, &at);
+		return add_xattrs(c, e, dir, raw);
 	}
 	switch (at.mode & S_IFMT) {
 	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK:
@@ -179,6 +224,12 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 			if (archive_entry_size(e) < 0)
 				return fail(c, -EBADMSG, "negative size", raw);
 			at.size = (uint64_t)archive_entry_size(e);
+			if (at.size > TAR_MAX_MEMBER_SIZE) {
+				snprintf(c->err->detail, sizeof(c->err->detail),
+					 "%llu bytes, at most 4 TiB from a tar archive",
+					 (unsigned long long)at.size);
+				return fail(c, -EFBIG, "member too large", raw);
+			}
 		}
 		if (S_ISLNK(at.mode) && (!archive_entry_symlink(e) ||
 					 !*archive_entry_symlink(e)))
@@ -216,6 +267,7 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	};
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
+	char prev[128] = "";	/* the last member read, for messages */
 	int r, ret = 0;
 
 	if (!a)
@@ -239,15 +291,24 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 			fprintf(warn, "warning: %s: %s\n",
 				archive_entry_pathname(e) ? archive_entry_pathname(e) : "?",
 				archive_error_string(a));
-		if (r < ARCHIVE_WARN) {
-			snprintf(err->detail, sizeof(err->detail), "%s",
-				 archive_error_string(a) ? archive_error_string(a) : "");
+		/* ARCHIVE_RETRY (a damaged header) is an error too: e is empty. */
+		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+			const char *m = archive_error_string(a);
+
+			if (*prev)
+				snprintf(err->detail, sizeof(err->detail),
+					 "%s (in the header after member '%s')",
+					 m ? m : "bad header", prev);
+			else
+				snprintf(err->detail, sizeof(err->detail),
+					 "%s (in the first header)", m ? m : "bad header");
 			ret = fail(&c, -EBADMSG, "malformed archive", "");
 			goto out;
 		}
 		ret = add_entry(&c, a, e);
 		if (ret)
 			goto out;
+		snprintf(prev, sizeof(prev), "%s", archive_entry_pathname(e));
 	}
 	ret = spool_flush(sp);
 	if (ret)

@@ -75,6 +75,8 @@ int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
 	    last->pos + last->len == sp->size) {
 		last->len += len;
 	} else {
+		if (last && off < last->off + last->len)
+			f->unsorted = 1;
 		ret = array_reserve((void **)&f->ext, &f->cap, f->n + 1,
 				    sizeof(*f->ext));
 		if (ret)
@@ -116,6 +118,28 @@ static int sp_open(void *ctx, void *src, void **handle)
 	return 0;
 }
 
+/*
+ * The first extent that ends after off, when the extents are sorted and
+ * disjoint (always, unless a hostile sparse map says otherwise): a file
+ * with a huge sparse map must not cost extents x blocks.
+ */
+static size_t ext_first(const struct spool_file *f, uint64_t off)
+{
+	size_t lo = 0, hi = f->n;
+
+	if (f->unsorted)
+		return 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->ext[mid].off + f->ext[mid].len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static int sp_read(void *handle, uint64_t off, void *buf, size_t len)
 {
 	struct spool_file *f = handle;
@@ -123,12 +147,14 @@ static int sp_read(void *handle, uint64_t off, void *buf, size_t len)
 	size_t i;
 
 	memset(buf, 0, len);
-	for (i = 0; i < f->n; i++) {
+	for (i = ext_first(f, off); i < f->n; i++) {
 		const struct spool_extent *e = &f->ext[i];
 		uint64_t a = off > e->off ? off : e->off;
 		uint64_t b = off + len < e->off + e->len ? off + len : e->off + e->len;
 		int ret;
 
+		if (!f->unsorted && e->off >= off + len)
+			break;
 		if (a >= b)
 			continue;
 		ret = pread_all(f->sp->fd, p + (a - off), (size_t)(b - a),
@@ -145,7 +171,7 @@ static int64_t sp_next_data(void *handle, uint64_t off)
 	uint64_t best = f->size > off ? f->size : off;
 	size_t i;
 
-	for (i = 0; i < f->n; i++) {
+	for (i = ext_first(f, off); i < f->n; i++) {
 		const struct spool_extent *e = &f->ext[i];
 
 		if (e->off + e->len > off) {
@@ -153,6 +179,8 @@ static int64_t sp_next_data(void *handle, uint64_t off)
 
 			if (d < best)
 				best = d;
+			if (!f->unsorted)
+				break;
 		}
 	}
 	return (int64_t)best;

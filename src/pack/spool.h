@@ -22,6 +22,7 @@ struct spool_file {
 	uint64_t size;
 	struct spool_extent *ext;
 	size_t n, cap;
+	int unsorted;		/* extents out of order or overlapping */
 };
 
 int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,

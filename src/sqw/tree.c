@@ -170,8 +170,14 @@ void sqw_tree_destroy(sqw_tree_t *t)
 {
 	if (!t)
 		return;
-	subtree_free(t, t->root);
+	/*
+	 * Everything goes: no node needs another name found, and the name
+	 * table would point at entries subtree_free() already freed.
+	 */
 	free(t->slots);
+	t->slots = NULL;
+	t->nslots = 0;
+	subtree_free(t, t->root);
 	free(t);
 }
 

@@ -297,7 +297,17 @@ static void raise_fd_limit(void)
 	}
 }
 
-/* --recover SPOOL and --recover=SPOOL are -o recover=SPOOL. */
+static void free_argv(char **av)
+{
+	for (char **a = av; a && *a; a++)
+		free(*a);
+	free(av);
+}
+
+/*
+ * --recover SPOOL and --recover=SPOOL become -o recover=SPOOL, so that one
+ * option parser sees them.  Every string of the copy is owned by it.
+ */
 static char **recover_args(int *argc, char **argv)
 {
 	char **out = calloc((size_t)*argc + 1, sizeof(*out));
@@ -307,18 +317,23 @@ static char **recover_args(int *argc, char **argv)
 		return NULL;
 	for (i = 0; i < *argc; i++) {
 		const char *v = NULL;
+		int r;
 
 		if (!strcmp(argv[i], "--recover") && i + 1 < *argc)
 			v = argv[++i];
 		else if (!strncmp(argv[i], "--recover=", 10))
 			v = argv[i] + 10;
-		if (!v) {
-			out[n++] = argv[i];
-		} else if (asprintf(&out[n++], "-orecover=%s", v) < 0) {
-			return NULL;	/* exiting: the rest is not worth freeing */
+		if (v)
+			r = asprintf(&out[n], "-orecover=%s", v);
+		else
+			r = (out[n] = strdup(argv[i])) ? 0 : -1;
+		if (r < 0) {
+			out[n] = NULL;
+			free_argv(out);
+			return NULL;
 		}
+		n++;
 	}
-	out[n] = NULL;
 	*argc = n;
 	return out;
 }
@@ -335,6 +350,7 @@ int main(int argc, char **argv)
 	char msg[256];
 	int ret, status = CLI_EXIT_FAIL;
 
+	memset(&fo, 0, sizeof(fo));
 	if (!av) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return CLI_EXIT_FAIL;
@@ -343,59 +359,63 @@ int main(int argc, char **argv)
 	s.datafd = -1;
 	s.spoolfd = -1;
 	s.final_status = CLI_EXIT_FAIL;
+	/* Every exit goes through out_free: no leaks, also on usage errors. */
 	if (cli_opts_init(&s.opts, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (fuse_opt_parse(&args, &p, NULL, opt_proc)) {
 		if (!p.bad)
 			fprintf(stderr, "%s: invalid arguments\n", prog);
 		fprintf(stderr, "Try '%s --help'.\n", prog);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (p.help) {
 		usage(stdout);
 		printf("\nFUSE options:\n");
 		fuse_cmdline_help();
 		fuse_lowlevel_help();
-		return CLI_EXIT_OK;
+		status = CLI_EXIT_OK;
+		goto out_free;
 	}
 	if (p.version) {
 		printf("sqfs-stage %s (libfuse %s)\n", SQW_VERSION, fuse_pkgversion());
-		return CLI_EXIT_OK;
+		status = CLI_EXIT_OK;
+		goto out_free;
 	}
 	if (p.nonopts != 2) {
 		fprintf(stderr, "%s: expected IMAGE and MOUNTPOINT\nTry '%s --help'.\n",
 			prog, prog);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (cli_opts_finish(&s.opts, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (p.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions"))
-		return CLI_EXIT_FAIL;
-	if (check_image(&s, p.image) || check_mountpoint(p.mnt)) {
-		free(p.image);
-		free(p.mnt);
-		free(s.image);
-		fuse_opt_free_args(&args);
-		return CLI_EXIT_FAIL;
-	}
+		goto out_free;
+	if (check_image(&s, p.image) || check_mountpoint(p.mnt))
+		goto out_free;
 	if (!strchr(s.image, ',')) {
 		char *fsname;
 
-		if (asprintf(&fsname, "-ofsname=%s", s.image) < 0 ||
-		    fuse_opt_add_arg(&args, fsname))
-			return CLI_EXIT_FAIL;
+		if (asprintf(&fsname, "-ofsname=%s", s.image) < 0)
+			goto out_free;
+		ret = fuse_opt_add_arg(&args, fsname);
 		free(fsname);
+		if (ret)
+			goto out_free;
 	}
 	if (fuse_opt_add_arg(&args, "-osubtype=sqfs-stage"))
-		return CLI_EXIT_FAIL;
+		goto out_free;
 	if (fuse_parse_cmdline(&args, &fo)) {
 		fprintf(stderr, "Try '%s --help'.\n", prog);
-		free(s.image);
-		return CLI_EXIT_USAGE;
+		status = CLI_EXIT_USAGE;
+		goto out_free;
 	}
 	if (p.recover) {
 		if (p.spool)
@@ -477,6 +497,7 @@ out_free:
 	stage_free(&s);
 	free(fo.mountpoint);
 	fuse_opt_free_args(&args);
+	free_argv(av);
 	free(p.image);
 	free(p.mnt);
 	free(p.spool);
