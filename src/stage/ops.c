@@ -102,6 +102,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	conn->want &= ~FUSE_CAP_POSIX_ACL;
+	/*
+	 * Without atomic O_TRUNC the kernel truncates with setattr(size=0)
+	 * before the open, which updates mtime and ctime as POSIX wants even
+	 * for an empty file; libfuse enables it by default.
+	 */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 }
 
 static void op_destroy(void *userdata)
