@@ -12,7 +12,9 @@
  * node.  Every operation runs with the caller's file system credentials
  * (fsuid, fsgid, supplementary groups, set for the serving thread only), so
  * the backing file system decides ownership, permissions and the set-id bits
- * as if the caller worked on it directly.  Mount it with
+ * as if the caller worked on it directly (except that the kernel's clearing
+ * of set-id bits after another user's write, truncate or chown is done with
+ * our own credentials: the kernel decided it already).  Mount it with
  * -o allow_other,default_permissions like sqfs-stage -o allow_other.  Nothing
  * is cached (timeouts 0).  No ACLs, no locks, no copy_file_range.
  */
@@ -195,6 +197,23 @@ static void pt_init(void *data, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_POSIX_ACL;
 }
 
+/*
+ * Does the mode change only clear set-id bits?  The kernel sends that after
+ * a write, truncate or chown by a user who may not chmod the file: it
+ * decided already, so it is done with our own credentials.
+ */
+static int kills_setid(const struct pnode *n, mode_t mode)
+{
+	const mode_t id = S_ISUID | S_ISGID;
+	mode_t was, now = mode & 07777;
+	struct stat st;
+
+	if (stat_node(n, &st))
+		return 0;
+	was = st.st_mode & 07777;
+	return now != was && (now & ~id) == (was & ~id) && !(now & ~was);
+}
+
 static void pt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
@@ -235,7 +254,9 @@ static void pt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *a, int set,
 	char path[64];
 	long r = 0;
 
-	if (set & FUSE_SET_ATTR_MODE)
+	if ((set & FUSE_SET_ATTR_MODE) && kills_setid(n, a->st_mode))
+		r = chmod(PROCFD(path, n), a->st_mode) ? -errno : 0;
+	else if (set & FUSE_SET_ATTR_MODE)
 		r = fi ? AS(req, fchmod((int)fi->fh, a->st_mode))
 		       : AS(req, chmod(PROCFD(path, n), a->st_mode));
 	if (!r && (set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {

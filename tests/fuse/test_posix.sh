@@ -11,8 +11,9 @@
 # A case that passes on (b) but not on (a) fails this test; the pass, fail
 # and skip counts of both are printed.  The configuration (features, users,
 # why the EROFS cases are skipped) is tests/fuse/pjdfstest.toml.
-# Then a few open(O_TRUNC) cases pjdfstest does not cover, judged the same
-# way, and the tree pjdfstest left behind must seal to an image whose kernel
+# Then cases pjdfstest does not cover (open with O_TRUNC; set-id bits
+# cleared by another user's write or truncate), judged the same way, and the
+# tree pjdfstest left behind must seal to an image whose kernel
 # view equals the staged view.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
@@ -100,12 +101,14 @@ better=$(join -a 1 -e none -o 0,1.2,2.2 "$WORK/stage.res" "$WORK/passthrough.res
 	awk '$2 == "ok" && $3 != "ok"' | wc -l)
 ((better == 0)) || log "note: $better case(s) pass on sqfs-stage but not on the passthrough"
 
-# --- open(O_TRUNC) as Linux file systems do it (no atomic O_TRUNC) ---
-trunc_cases() {
+# --- cases pjdfstest lacks: open(O_TRUNC) as Linux file systems do it (no
+# atomic O_TRUNC), set-id bits cleared by another user's write or truncate
+extra_cases() {
 	python3 - "$1" <<'PY'
-import os, sys, time
-d = os.path.join(sys.argv[1], "otrunc")
+import os, stat, sys, time
+d = os.path.join(sys.argv[1], "extra")
 os.mkdir(d)
+os.chmod(d, 0o777)
 # name, open flags, content before: truncation to 0, mtime and ctime updated
 for name, flags, data in [("empty-wronly", os.O_WRONLY, b""),
                           ("data-wronly", os.O_WRONLY, b"data"),
@@ -121,20 +124,66 @@ for name, flags, data in [("empty-wronly", os.O_WRONLY, b""),
     os.close(os.open(p, flags | os.O_TRUNC))
     st = os.stat(p)
     good = st.st_size == 0 and st.st_mtime > 1000000000 and st.st_ctime_ns > c0
-    print(name, "ok" if good else "FAILED(size=%d,mtime=%d,ctime_changed=%s)"
+    print("O_TRUNC-" + name, "ok" if good else "FAILED(size=%d,mtime=%d,ctime_changed=%s)"
           % (st.st_size, st.st_mtime, st.st_ctime_ns > c0))
+# name, mode before, who (uid), action, mode expected after
+cases = [("write-other", 0o6777, 65534, "write", 0o777),
+         ("truncate-other", 0o6777, 65534, "truncate", 0o777),
+         ("ftruncate-other", 0o6777, 65534, "ftruncate", 0o777),
+         ("write-other-sgid-noexec", 0o2766, 65534, "write", 0o766),
+         ("write-root", 0o6777, 0, "write", 0o6777),
+         ("chown-root", 0o6755, 0, "chown", 0o755)]
+for name, mode, uid, action, want in cases:
+    p = os.path.join(d, name)
+    with open(p, "wb") as f:
+        f.write(b"abc")
+    os.chmod(p, mode)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            if uid:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(uid)
+            if action == "write":
+                with open(p, "r+b") as f:
+                    f.write(b"x")
+            elif action == "truncate":
+                os.truncate(p, 1)
+            elif action == "ftruncate":
+                fd = os.open(p, os.O_RDWR)
+                os.ftruncate(fd, 1)
+                os.close(fd)
+            else:
+                os.chown(p, 1, 1)
+        except OSError:
+            code = 1
+        os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    got = stat.S_IMODE(os.stat(p).st_mode)
+    print("setid-" + name, "ok" if st == 0 and got == want
+          else "FAILED(status=%d,mode=%o,expected=%o)" % (st, got, want))
 PY
 }
-trunc_cases "$P" | sort >"$WORK/trunc.pt"
-trunc_cases "$M" | sort >"$WORK/trunc.stage"
+# Known: Linux drops S_ISGID of a file without group execute when a user
+# outside its group writes it, but the FUSE kernel module only does that for
+# files with group execute, unless the daemon takes over all set-id clearing
+# (FUSE_CAP_HANDLE_KILLPRIV).  The passthrough passes only because its
+# backing file system clears the bit itself; sqfs-stage keeps it.
+KNOWN=" setid-write-other-sgid-noexec "
+extra_cases "$P" | sort >"$WORK/extra.pt"
+extra_cases "$M" | sort >"$WORK/extra.stage"
 while read -r c want; do
-	got=$(awk -v c="$c" '$1 == c { print $2 }' "$WORK/trunc.stage")
-	if [[ $want == ok && $got != ok ]]; then
-		fail "open O_TRUNC $c: $got on sqfs-stage, ok on the passthrough"
+	got=$(awk -v c="$c" '$1 == c { print $2 }' "$WORK/extra.stage")
+	if [[ $want == ok && $got != ok && $KNOWN == *" $c "* ]]; then
+		log "known: $c: $got on sqfs-stage, ok on the passthrough (see KNOWN)"
+	elif [[ $want == ok && $got != ok ]]; then
+		fail "$c: $got on sqfs-stage, ok on the passthrough"
 	else
-		ok "open O_TRUNC $c: $got (passthrough: $want)"
+		ok "$c: $got (passthrough: $want)"
 	fi
-done <"$WORK/trunc.pt"
+done <"$WORK/extra.pt"
 
 # --- what pjdfstest left behind seals, and the kernel sees it as staged ---
 # (the kernel view of a file's times is the seal's: compare after sealing)
