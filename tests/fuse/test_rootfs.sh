@@ -11,8 +11,9 @@
 #   cp -a        the cached tree (below) copied into a fresh mount
 #   tar x        the cached tree's tarball extracted into another mount
 # The cp and tar images must be byte-identical (sha256) to sqfs-pack of the
-# tree with the same options, the kernel's view must equal the tree, and
-# sqfsdiff -T must find no difference from mksquashfs of the tree.
+# tree with the same options, the kernel's view must equal the tree,
+# unsquashfs -l must list its entries, and sqfsdiff -T must find no
+# difference from mksquashfs of the tree.
 #
 # Cache (/var/cache/sqfs-stage-tests/rootfs, made on the first run, shared
 # by later ones): the .debs (debootstrap --make-tarball), and a tarball of
@@ -158,6 +159,13 @@ sum=$(sha256sum <"$IMG" | cut -d' ' -f1)
 if loop_mount "$IMG" "$WORK/k-cp"; then
 	tree_cmp "$R" "$WORK/k-cp" "cp -a: tree vs kernel view"
 	loop_umount "$WORK/k-cp"
+fi
+if out=$(unsquashfs -l -n "$IMG" 2>&1) &&
+	diff <(printf '%s\n' "$out" | sed -n 's|^squashfs-root/||p' | sort) \
+		<(find "$R" -mindepth 1 -printf '%P\n' | sort) >"$WORK/ls.diff"; then
+	ok "cp -a: unsquashfs -l lists the tree's entries"
+else
+	fail "cp -a: unsquashfs -l differs from the tree: $(head -n 10 "$WORK/ls.diff" 2>/dev/null)"
 fi
 
 section "tar x"
