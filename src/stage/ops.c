@@ -129,7 +129,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	conn->want &= ~FUSE_CAP_POSIX_ACL;
-	/* We truncate in open_handle, where the background work hears of it. */
+	/*
+	 * Without atomic O_TRUNC the kernel truncates with setattr(size=0)
+	 * before the open, which updates mtime and ctime as POSIX wants even
+	 * for an empty file, and the background work hears of the truncation.
+	 */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	stage_log(s, LOG_INFO, "staging %s in %s; if this daemon dies, remount the tree "
 		  "with: sqfs-stage --recover %s IMAGE MOUNTPOINT", s->image, s->spool, s->spool);
