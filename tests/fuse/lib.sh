@@ -85,9 +85,9 @@ cleanup() {
 		umount "${LOOPS[i]}" 2>/dev/null || umount -l "${LOOPS[i]}" 2>/dev/null
 	done
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
-		if mountpoint -q "${MOUNTS[i]}" 2>/dev/null; then
-			fusermount3 -u -z "${MOUNTS[i]}" 2>/dev/null
-		fi
+		# Unconditionally: mountpoint(1) fails on a dead FUSE mount
+		# (ENOTCONN), which is the one most in need of detaching.
+		fusermount3 -u -z "${MOUNTS[i]}" 2>/dev/null
 	done
 	for i in "${DAEMONS[@]}"; do
 		kill "$i" 2>/dev/null
