@@ -83,7 +83,7 @@ comp_bad ,zstd "unknown compressor ''"
 for c in gzip:0 gzip:10 lzo:0 lzo:10 zstd:0 zstd:23 lz4:0 lz4:13 xz:10 lzma:10; do
 	comp_bad "$c" "${c%%:*} (hc )?level must be"
 done
-for c in zstd:-1 zstd: zstd:abc zstd:1x zstd:99999999999 zstd:1:2 gzip:9.5 xz:' 5'; do
+for c in zstd:-1 zstd: zstd:abc zstd:1x zstd:99999999999 gzip:9.5 xz:' 5'; do
 	comp_bad "$c" "bad ${c%%:*} level"
 done
 for c in gzip:1 gzip:9 zstd:1 zstd:22 xz:0 xz:9 lzma:0 lzma:9 lz4 lz4:1 lz4:12 lz4:hc lzo:1 lzo:9; do
@@ -91,6 +91,10 @@ for c in gzip:1 gzip:9 zstd:1 zstd:22 xz:0 xz:9 lzma:0 lzma:9 lz4 lz4:1 lz4:12 l
 done
 
 section "sqfs-pack: compressor keys"
+# ':' also separates keys (comp=xz:9:bcj=x86 passes -o without escaping)
+comp_bad zstd:1:2 "unknown zstd option '2'"
+comp_bad xz:9:bcj=foo "bcj"
+pack_ok -c xz:9:bcj=x86
 comp_bad zstd,foo "unknown zstd option 'foo'"
 comp_bad zstd,, "unknown zstd option ''"
 comp_bad gzip,bogus=1 "unknown gzip option 'bogus'"
