@@ -17,6 +17,7 @@ enum {
 struct cli_opts {
 	struct sqw_image_opts img;
 	char comp_spec[128];
+	const char *prefix;	/* "--" (sqfs-pack) or "-o " (sqfs-stage): for messages */
 	uint32_t block_size;
 	int quiet, json, progress;	/* progress: -1 auto (stderr is a TTY) */
 };

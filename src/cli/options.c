@@ -106,6 +106,7 @@ int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen)
 	o->block_size = 128 * 1024;
 	o->progress = -1;
 	snprintf(o->comp_spec, sizeof(o->comp_spec), "zstd");
+	o->prefix = "--";
 	o->img.mkfs_time = (uint32_t)time(NULL);
 	if (sde && *sde) {
 		if (parse_time(sde, &t) || !strcmp(sde, "now")) {
@@ -211,9 +212,10 @@ int cli_opts_finish(struct cli_opts *o, char *msg, size_t msglen)
 		BAD("--no-fragments (no_fragments) and --always-fragments (always_fragments) cannot be combined");
 	ret = sqw_comp_config_parse(&o->img.comp, o->comp_spec, o->block_size, &err);
 	if (ret == -ENOTSUP)
-		BAD("--comp '%s': %s", o->comp_spec, err ? err : "compressor not built in");
+		BAD("%scomp '%s': %s", o->prefix, o->comp_spec,
+		    err ? err : "compressor not built in");
 	if (ret)
-		BAD("--comp '%s': %s", o->comp_spec, err ? err : "invalid");
+		BAD("%scomp '%s': %s", o->prefix, o->comp_spec, err ? err : "invalid");
 	o->img.comp.block_size = o->block_size;
 	return 0;
 }

@@ -365,6 +365,7 @@ int main(int argc, char **argv)
 		status = CLI_EXIT_USAGE;
 		goto out_free;
 	}
+	s.opts.prefix = "-o ";
 	if (fuse_opt_parse(&args, &p, NULL, opt_proc)) {
 		if (!p.bad)
 			fprintf(stderr, "%s: invalid arguments\n", prog);
