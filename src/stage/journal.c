@@ -74,6 +74,8 @@ static int jb_reserve(struct jbuf *b, size_t n)
 
 static void put(struct jbuf *b, const void *v, size_t n)
 {
+	if (!n)
+		return;		/* v may be NULL then, which memcpy does not allow */
 	memcpy(b->p + b->len, v, n);
 	b->len += n;
 }
