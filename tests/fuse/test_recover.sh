@@ -105,6 +105,13 @@ with open(log, "w") as done:
         # keep the content to compare: its seed is (seed, i), replayed below
 EOF
 	WPID=$!
+	# The kill lands at a random point after the writer got going (python
+	# starts slowly under the sanitizers): at least one file fsync'ed.
+	for ((i = 0; i < 600; i++)); do
+		[[ -s $WORK/done$round ]] && break
+		kill -0 "$WPID" 2>/dev/null || break
+		sleep 0.05
+	done
 	sleep "0.$((RANDOM % 9 + 1))"
 	sleep $((round - 1))
 	crash "$M" "$WPID"
