@@ -32,6 +32,12 @@
 
 #define BG_NONE UINT32_MAX	/* centry.word: no stored form */
 
+/* A queued file and the bytes it added to queued_bytes. */
+struct qent {
+	fuse_ino_t ino;
+	uint64_t bytes;
+};
+
 struct stage_bg {
 	struct stage *s;
 	pthread_t thread;
@@ -39,7 +45,7 @@ struct stage_bg {
 	pthread_cond_t idle;	/* the thread finished its file */
 	int stop, pause, busy;	/* under stage->lock */
 	int interrupt;		/* atomic: stop or pause asked */
-	fuse_ino_t *q;		/* files to compress, a ring */
+	struct qent *q;		/* files to compress, a ring */
 	size_t qhead, qlen, qcap;
 	/* owned by the thread */
 	int cfd;
@@ -56,11 +62,11 @@ struct stage_bg {
 	uint64_t queued_bytes, stored_blocks, stored_bytes;
 };
 
-static int queue_push(struct stage_bg *bg, fuse_ino_t ino)
+static int queue_push(struct stage_bg *bg, fuse_ino_t ino, uint64_t bytes)
 {
 	if (bg->qlen == bg->qcap) {
 		size_t n = bg->qcap ? bg->qcap * 2 : 256, i;
-		fuse_ino_t *q = alloc_array(n, sizeof(*q));
+		struct qent *q = alloc_array(n, sizeof(*q));
 
 		if (!q)
 			return -ENOMEM;
@@ -71,17 +77,24 @@ static int queue_push(struct stage_bg *bg, fuse_ino_t ino)
 		bg->qcap = n;
 		bg->qhead = 0;
 	}
-	bg->q[(bg->qhead + bg->qlen++) % bg->qcap] = ino;
+	bg->q[(bg->qhead + bg->qlen) % bg->qcap].ino = ino;
+	bg->q[(bg->qhead + bg->qlen++) % bg->qcap].bytes = bytes;
+	bg->queued_bytes += bytes;
 	return 0;
 }
 
+/*
+ * The next file; its bytes leave queued_bytes as they were counted (the
+ * file may have changed size or gone meanwhile).
+ */
 static fuse_ino_t queue_pop(struct stage_bg *bg)
 {
-	fuse_ino_t ino = bg->q[bg->qhead];
+	struct qent e = bg->q[bg->qhead];
 
 	bg->qhead = (bg->qhead + 1) % bg->qcap;
 	bg->qlen--;
-	return ino;
+	bg->queued_bytes -= e.bytes;
+	return e.ino;
 }
 
 static uint64_t full_blocks(const struct stage *s, const struct snode *n)
@@ -124,10 +137,9 @@ void stage_bg_released(struct stage *s, struct snode *n)
 	nb = full_blocks(s, n);
 	for (i = 0; i < nb && !block_missing(n, i); i++)
 		;
-	if (i == nb || queue_push(bg, n->ino))
+	if (i == nb || queue_push(bg, n->ino, n->size))
 		return;
 	n->bg_queued = 1;
-	bg->queued_bytes += n->size;
 	pthread_cond_signal(&bg->cond);
 }
 
@@ -272,7 +284,6 @@ static void *bg_main(void *arg)
 		if (!n || !n->bg_queued)
 			continue;
 		n->bg_queued = 0;
-		bg->queued_bytes -= bg->queued_bytes < n->size ? bg->queued_bytes : n->size;
 		if (n->writers || !n->links)
 			continue;	/* queued again at its last release */
 		nb = full_blocks(s, n);
