@@ -106,6 +106,8 @@ def main():
             else:
                 target = os.path.relpath(rng.choice(files), d or ".")
             os.symlink(target, path)
+            t = rng.randint(T0, T1)
+            os.utime(path, (t, t), follow_symlinks=False)
             stats["symlink"] += 1
             continue
         if files and r < SYM_FRAC + HARD_FRAC:
