@@ -485,7 +485,8 @@ static int apply_node(struct stage *s, struct rd *r, int doit)
 			return -ENOMEM;
 	}
 	n->mode = mode;
-	stage_node_set_owner(s, n, uid, gid);
+	if (stage_node_set_owner(s, n, uid, gid))
+		return -ENOMEM;
 	n->rdev = rdev;
 	n->atime = at;
 	n->mtime = mt;
