@@ -99,7 +99,8 @@ static void fail(struct stage *s, int err)
 		s->jnl->err = err;
 		stage_log(s, LOG_ERR,
 			  "writing the journal in %s: %s; a crash from now on could lose staged "
-			  "metadata, and fsync reports EIO until the next successful seal",
+			  "metadata, and fsync reports EIO until the journal can be rewritten "
+			  "(at the next fsync or seal with room in the spool)",
 			  s->spool, strerror(err));
 	}
 }
@@ -270,8 +271,16 @@ int stage_jnl_sync(struct stage *s)
 
 	if (!j)
 		return 0;
-	if (j->err)
-		return -EIO;
+	if (j->err) {
+		/*
+		 * Behind since a write failed (a full spool, most likely).  If
+		 * there is room again, a snapshot of the tree makes it whole, so
+		 * that fsync works again without waiting for the next seal.
+		 */
+		if (stage_jnl_rewrite(s))
+			return -EIO;
+		stage_log(s, LOG_INFO, "the journal in %s is whole again", s->spool);
+	}
 	/* The journal, and the names of new data files. */
 	if (fdatasync(j->fd) || fsync(s->datafd))
 		return -errno;

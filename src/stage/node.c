@@ -276,7 +276,7 @@ void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len)
 	snprintf(buf, len, "%s/%llu", s->datadir, (unsigned long long)ino);
 }
 
-static void node_destroy(struct snode *n)
+static void node_destroy(struct stage *s, struct snode *n)
 {
 	size_t i;
 
@@ -287,7 +287,7 @@ static void node_destroy(struct snode *n)
 	free(n->xattrs);
 	free(n->target);
 	free(n->tab);
-	stage_bg_forget(n);
+	stage_bg_forget(s, n);
 	free(n);
 }
 
@@ -311,7 +311,7 @@ void stage_maybe_free(struct stage *s, struct snode *n)
 	if (n->links || n->nlookup || n->opens || n == s->root)
 		return;
 	itab_remove(s, n);
-	node_destroy(n);
+	node_destroy(s, n);
 }
 
 void stage_node_drop(struct stage *s, struct snode *n)
@@ -326,7 +326,7 @@ void stage_node_drop(struct stage *s, struct snode *n)
 		}
 	}
 	itab_remove(s, n);
-	node_destroy(n);
+	node_destroy(s, n);
 }
 
 void node_unlinked(struct stage *s, struct snode *n)
@@ -374,7 +374,7 @@ void stage_free(struct stage *s)
 					free(d);
 				}
 			}
-			node_destroy(p);
+			node_destroy(s, p);
 		}
 	}
 	free(s->itab);

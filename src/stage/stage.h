@@ -185,7 +185,8 @@ void stage_bg_stop(struct stage *s);
 void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len);
 /* A writer of n closed: queue its missing full blocks if it was the last. */
 void stage_bg_released(struct stage *s, struct snode *n);
-void stage_bg_forget(struct snode *n);
+/* n goes away: its stored blocks too (their space back to the spool). */
+void stage_bg_forget(struct stage *s, struct snode *n);
 /* Queue every closed file (after a recovery). */
 void stage_bg_queue_all(struct stage *s);
 /* Seal: stop the thread between files / let it go on. */
