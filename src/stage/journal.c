@@ -74,7 +74,9 @@ static int jb_reserve(struct jbuf *b, size_t n)
 
 static void put(struct jbuf *b, const void *v, size_t n)
 {
-	memcpy(b->p + b->len, v, n);
+	/* v may be NULL for n == 0 (a node without a target): no memcpy then. */
+	if (n)
+		memcpy(b->p + b->len, v, n);
 	b->len += n;
 }
 
