@@ -7,8 +7,9 @@
 #     and rename; 257 fail with ENAMETOOLONG;
 #   - ids: uid and gid share one table of at most 65535 distinct values (the
 #     superblock count is a u16 and the kernel refuses 0); the 65536th fails
-#     chown with EOVERFLOW and changes nothing; a chown away from an id frees
-#     it; a 65535-id image seals and the kernel sees the owners;
+#     chown (or a create by a process of a new uid) with EOVERFLOW and changes
+#     nothing; a chown away from an id frees it; a 65535-id image seals and
+#     the kernel sees the owners;
 #   - sizes: sparse files of 4 GiB - 1, 4 GiB and 4 GiB + 1 with real bytes
 #     at the end; beyond 16 TiB, truncate, write and fallocate fail with EFBIG;
 #   - a directory of 100 000 entries, 1 000 nested directories (a path longer
@@ -19,11 +20,13 @@ set -euo pipefail
 
 start_test "$@"
 need_loop
-need_cmd unsquashfs
+need_cmd unsquashfs setpriv
 
 M=$WORK/m
 IMG=$WORK/b.sqfs
-stage_mount "$IMG" "$M" -o mkfs_time=1700000000,comp=lz4
+# allow_other: a process of another uid creates files below (ids).
+chmod 755 "$WORK"
+stage_mount "$IMG" "$M" -o mkfs_time=1700000000,comp=lz4,allow_other
 
 # py LABEL SCRIPT ARGS...: a python check; its own "ok:"/"FAIL:" lines
 # on stderr, exit status 1 if any failed.
@@ -128,6 +131,24 @@ chown_fails(extra[2], 100002, 0, "65536th id after two were freed and taken")
 # A file giving up an id it alone holds for a new one: still 65535.
 os.chown(os.path.join(d, "00001"), 3, 100003)
 print("ok: chown from a sole id to a new id at the limit", file=sys.stderr)
+# Creating is using ids too: a process with a new uid cannot create.
+import subprocess
+o = os.path.join(d, "open")
+os.mkdir(o)
+os.chmod(o, 0o777)
+def create_as(uid, name):
+    return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=0", "--clear-groups",
+                           "touch", os.path.join(o, name)], capture_output=True, text=True)
+r = create_as(100005, "new-uid")
+if r.returncode == 0 or "Value too large" not in r.stderr:
+    print("FAIL: create by a new uid at the limit: %d %s" % (r.returncode, r.stderr), file=sys.stderr); bad = 1
+else:
+    print("ok: create by a new uid at the limit: %s" % r.stderr.strip(), file=sys.stderr)
+if os.path.exists(os.path.join(o, "new-uid")):
+    print("FAIL: refused create left an entry", file=sys.stderr); bad = 1
+r = create_as(3, "old-uid")
+if r.returncode != 0 or os.stat(os.path.join(o, "old-uid")).st_uid != 3:
+    print("FAIL: create by a uid in use: %s" % r.stderr, file=sys.stderr); bad = 1
 sys.exit(bad)
 EOF
 
