@@ -31,6 +31,12 @@
 #include "util/util.h"
 
 #define BG_NONE UINT32_MAX	/* centry.word: no stored form */
+/*
+ * Files with more full blocks are left to the seal: the store's index costs
+ * 16 bytes a block (plus 4 in the work list), dense even for a sparse file,
+ * and files up to 16 TiB may be staged.  2^23 blocks: 1 TiB at 128 KiB.
+ */
+#define BG_MAX_BLOCKS (1u << 23)
 
 struct stage_bg {
 	struct stage *s;
@@ -140,6 +146,8 @@ void stage_bg_released(struct stage *s, struct snode *n)
 	if (!bg || n->bg_queued || n->writers || !n->links || !S_ISREG(n->mode))
 		return;
 	nb = full_blocks(s, n);
+	if (nb > BG_MAX_BLOCKS)
+		return;
 	for (i = 0; i < nb && !block_missing(n, i); i++)
 		;
 	if (i == nb || queue_push(bg, n->ino))
@@ -272,6 +280,22 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 
 		if (__atomic_load_n(&bg->interrupt, __ATOMIC_RELAXED))
 			break;
+		/*
+		 * Holes are neither read nor stored: the seal's data pass finds
+		 * them as cheaply (no read, no compression), while storing them
+		 * cost a job and an index entry each, minutes of this thread and
+		 * much memory for a sparse file of a TiB.
+		 */
+		if (bg->allow_sparse) {
+			if (off < probe || hole_end <= off) {
+				off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+
+				probe = off;
+				hole_end = d < 0 ? UINT64_MAX : (uint64_t)d;
+			}
+			if (hole_end >= off + bg->bs && probe <= off)
+				continue;
+		}
 		while (!(j = bp_get_job(bg->bp))) {
 			struct bp_job *d = bp_dequeue(bg->bp);
 
@@ -281,16 +305,7 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 		j->index = todo[k];
 		j->in_len = bg->bs;
 		j->allow_sparse = bg->allow_sparse;
-		/* Holes are never read, as in the seal's data pass. */
-		if (bg->allow_sparse && (off < probe || hole_end <= off)) {
-			off_t d = lseek(fd, (off_t)off, SEEK_DATA);
-
-			probe = off;
-			hole_end = d < 0 ? UINT64_MAX : (uint64_t)d;
-		}
-		if (bg->allow_sparse && hole_end >= off + bg->bs && probe <= off) {
-			j->allow_sparse = BP_KNOWN_HOLE;
-		} else if (pread(fd, j->in, bg->bs, (off_t)off) != (ssize_t)bg->bs) {
+		if (pread(fd, j->in, bg->bs, (off_t)off) != (ssize_t)bg->bs) {
 			/* Truncated meanwhile: wgen has moved on anyway. */
 			bp_release(bg->bp, j);
 			break;

@@ -339,6 +339,12 @@ void node_unlinked(struct stage *s, struct snode *n)
 		/* Open handles keep their own fds, so the data lives on. */
 		snprintf(p, sizeof(p), "%llu", (unsigned long long)n->ino);
 		unlinkat(s->datafd, p, 0);
+		/*
+		 * No seal takes it any more: its stored blocks go now, not when
+		 * the kernel forgets the inode (later, at its own pace), so
+		 * that rm frees the spool as it returns.
+		 */
+		stage_bg_forget(s, n);
 	}
 }
 
