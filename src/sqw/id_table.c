@@ -3,7 +3,6 @@
 #include "sqw/table.h"
 #include "sqw/writer_i.h"
 
-
 int id_lookup(struct writer *w, uint32_t id, uint16_t *index)
 {
 	uint64_t *v;
