@@ -76,6 +76,16 @@ struct sqw_image_opts {
 
 void sqw_image_opts_init(struct sqw_image_opts *opts);
 
+/*
+ * Limits of the format as this writer meets them, for front ends that must
+ * refuse early what sqw_image_write would refuse: uids and gids share one
+ * table whose count is a u16 (and the kernel rejects a count of 0), and a
+ * file's block list is counted in 32 bits.
+ */
+#define SQW_IDS_MAX 65535
+/* The largest file size sqw_image_write accepts with this block size. */
+uint64_t sqw_file_size_max(uint32_t block_size);
+
 /* What went wrong, for the front end's message. */
 struct sqw_error {
 	int code;		/* negative errno */

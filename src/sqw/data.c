@@ -406,6 +406,12 @@ static int file_blocks(struct writer *w, sqw_node_t *n, struct rd *r)
 	return 0;
 }
 
+uint64_t sqw_file_size_max(uint32_t block_size)
+{
+	/* Block numbers size / block_size must stay below UINT32_MAX. */
+	return (uint64_t)UINT32_MAX * block_size - 1;
+}
+
 static int file_write(struct writer *w, sqw_node_t *n)
 {
 	uint64_t size = n->a.size;
@@ -423,7 +429,7 @@ static int file_write(struct writer *w, sqw_node_t *n)
 	w->st->bytes_in += size;
 	if (size == 0)
 		return 0;
-	if (size / w->bs > UINT32_MAX - 1)
+	if (size > sqw_file_size_max(w->bs))
 		return writer_fail(w, -EFBIG, "file too large", n);
 	n->blocks = alloc_array(n->nblocks ? n->nblocks : 1, sizeof(uint32_t));
 	if (!n->blocks)

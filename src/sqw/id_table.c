@@ -3,8 +3,6 @@
 #include "sqw/table.h"
 #include "sqw/writer_i.h"
 
-#define SQW_IDS_MAX 65535	/* the superblock's u16 count */
-
 int id_lookup(struct writer *w, uint32_t id, uint16_t *index)
 {
 	uint64_t *v;

@@ -31,6 +31,12 @@
 #include "util/util.h"
 
 #define BG_NONE UINT32_MAX	/* centry.word: no stored form */
+/*
+ * Files with more full blocks are left to the seal: the store's index costs
+ * 16 bytes a block (plus 4 in the work list), dense even for a sparse file,
+ * and files up to 16 TiB may be staged.  2^23 blocks: 1 TiB at 128 KiB.
+ */
+#define BG_MAX_BLOCKS (1u << 23)
 
 /* A queued file and the bytes it added to queued_bytes. */
 struct qent {
@@ -102,6 +108,22 @@ static uint64_t full_blocks(const struct stage *s, const struct snode *n)
 	return n->size / s->opts.img.comp.block_size;
 }
 
+/*
+ * A stored block is no longer wanted: give its bytes in SPOOL/blocks back
+ * to the file system.  The store is only a cache of the seal's work, but it
+ * shares the spool's space with the staged data: without this, removing or
+ * rewriting files would free nothing of it until the daemon exits, and a
+ * full spool would stay full.
+ */
+static void punch(struct stage_bg *bg, uint64_t off, uint32_t word)
+{
+	uint32_t len = word & ~(1u << 24);
+
+	if (bg && word != BG_NONE && len)
+		fallocate(bg->cfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			  (off_t)len);
+}
+
 static int block_missing(const struct snode *n, uint64_t i)
 {
 	return i >= n->ncblk || n->cblk[i].word == BG_NONE;
@@ -118,8 +140,10 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 	last = len == UINT64_MAX || off + len < off ? n->ncblk : (off + len - 1) / bs + 1;
 	if (last > n->ncblk)
 		last = n->ncblk;
-	for (i = first; i < last; i++)
+	for (i = first; i < last; i++) {
+		punch(s->bg, n->cblk[i].off, n->cblk[i].word);
 		n->cblk[i].word = BG_NONE;
+	}
 	if (first == 0 && last == n->ncblk) {
 		free(n->cblk);
 		n->cblk = NULL;
@@ -135,6 +159,8 @@ void stage_bg_released(struct stage *s, struct snode *n)
 	if (!bg || n->bg_queued || n->writers || !n->links || !S_ISREG(n->mode))
 		return;
 	nb = full_blocks(s, n);
+	if (nb > BG_MAX_BLOCKS)
+		return;
 	for (i = 0; i < nb && !block_missing(n, i); i++)
 		;
 	if (i == nb || queue_push(bg, n->ino, n->size))
@@ -153,8 +179,12 @@ void stage_bg_queue_all(struct stage *s)
 			stage_bg_released(s, n);
 }
 
-void stage_bg_forget(struct snode *n)
+void stage_bg_forget(struct stage *s, struct snode *n)
 {
+	uint32_t i;
+
+	for (i = 0; i < n->ncblk; i++)
+		punch(s->bg, n->cblk[i].off, n->cblk[i].word);
 	free(n->cblk);
 	n->cblk = NULL;
 	n->ncblk = 0;
@@ -170,14 +200,35 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 	if (j->err)
 		return;
 	if (j->size_word) {
-		ssize_t w = pwrite(bg->cfd, j->result, j->result_len, (off_t)bg->cend);
+		size_t done = 0;
+		ssize_t w = 0;
 
-		if (w != (ssize_t)j->result_len) {
-			/* Spool full: the seal will compress this block itself. */
+		/* A short write is retried: the second one says why (ENOSPC). */
+		while (done < j->result_len) {
+			w = pwrite(bg->cfd, (const char *)j->result + done, j->result_len - done,
+				   (off_t)(bg->cend + done));
+			if (w <= 0)
+				break;
+			done += (size_t)w;
+		}
+		if (done < j->result_len) {
+			int e = w < 0 ? errno : ENOSPC;
+
+			/*
+			 * Spool full: the seal will compress this block itself.  The
+			 * part written goes, so the store takes no room for nothing.
+			 */
+			if (ftruncate(bg->cfd, (off_t)bg->cend) && !bg->warned)
+				stage_log(s, LOG_WARNING, "truncating %s/blocks: %s", s->spool,
+					  strerror(errno));
 			if (!bg->warned++)
-				stage_log(s, LOG_WARNING, "background compression paused a block: %s",
-					  w < 0 ? strerror(errno) : "short write");
+				stage_log(s, LOG_WARNING, "background compression paused a block: %s; "
+					  "the seal will compress it", strerror(e));
 			return;
+		}
+		if (bg->warned) {
+			stage_log(s, LOG_INFO, "background compression stores blocks again");
+			bg->warned = 0;
 		}
 		off = bg->cend;
 		bg->cend += j->result_len;
@@ -189,17 +240,24 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 			uint32_t cap = (uint32_t)full_blocks(s, n), i;
 			struct centry *c = realloc(n->cblk, (size_t)cap * sizeof(*c));
 
-			if (!c)
+			if (!c) {
+				punch(bg, off, j->size_word);
 				goto out;
+			}
 			for (i = n->ncblk; i < cap; i++)
 				c[i].word = BG_NONE;
 			n->cblk = c;
 			n->ncblk = cap;
 		}
+		/* A block stored twice (queued again meanwhile): keep the last. */
+		punch(bg, n->cblk[j->index].off, n->cblk[j->index].word);
 		n->cblk[j->index].off = off;
 		n->cblk[j->index].word = j->size_word;
 		bg->stored_blocks++;
 		bg->stored_bytes += j->result_len;
+	} else {
+		/* The file changed or went while the block was compressed. */
+		punch(bg, off, j->size_word);
 	}
 out:
 	pthread_mutex_unlock(&s->lock);
@@ -234,6 +292,22 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 
 		if (__atomic_load_n(&bg->interrupt, __ATOMIC_RELAXED))
 			break;
+		/*
+		 * Holes are neither read nor stored: the seal's data pass finds
+		 * them as cheaply (no read, no compression), while storing them
+		 * cost a job and an index entry each, minutes of this thread and
+		 * much memory for a sparse file of a TiB.
+		 */
+		if (bg->allow_sparse) {
+			if (off < probe || hole_end <= off) {
+				off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+
+				probe = off;
+				hole_end = d < 0 ? UINT64_MAX : (uint64_t)d;
+			}
+			if (hole_end >= off + bg->bs && probe <= off)
+				continue;
+		}
 		while (!(j = bp_get_job(bg->bp))) {
 			struct bp_job *d = bp_dequeue(bg->bp);
 
@@ -243,16 +317,7 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 		j->index = todo[k];
 		j->in_len = bg->bs;
 		j->allow_sparse = bg->allow_sparse;
-		/* Holes are never read, as in the seal's data pass. */
-		if (bg->allow_sparse && (off < probe || hole_end <= off)) {
-			off_t d = lseek(fd, (off_t)off, SEEK_DATA);
-
-			probe = off;
-			hole_end = d < 0 ? UINT64_MAX : (uint64_t)d;
-		}
-		if (bg->allow_sparse && hole_end >= off + bg->bs && probe <= off) {
-			j->allow_sparse = BP_KNOWN_HOLE;
-		} else if (pread(fd, j->in, bg->bs, (off_t)off) != (ssize_t)bg->bs) {
+		if (pread(fd, j->in, bg->bs, (off_t)off) != (ssize_t)bg->bs) {
 			/* Truncated meanwhile: wgen has moved on anyway. */
 			bp_release(bg->bp, j);
 			break;

@@ -74,9 +74,9 @@ static int jb_reserve(struct jbuf *b, size_t n)
 
 static void put(struct jbuf *b, const void *v, size_t n)
 {
-	if (!n)
-		return;		/* v may be NULL then, which memcpy does not allow */
-	memcpy(b->p + b->len, v, n);
+	/* v may be NULL for n == 0 (a node without a target): no memcpy then. */
+	if (n)
+		memcpy(b->p + b->len, v, n);
 	b->len += n;
 }
 
@@ -101,7 +101,8 @@ static void fail(struct stage *s, int err)
 		s->jnl->err = err;
 		stage_log(s, LOG_ERR,
 			  "writing the journal in %s: %s; a crash from now on could lose staged "
-			  "metadata, and fsync reports EIO until the next successful seal",
+			  "metadata, and fsync reports EIO until the journal can be rewritten "
+			  "(at the next fsync or seal with room in the spool)",
 			  s->spool, strerror(err));
 	}
 }
@@ -272,8 +273,16 @@ int stage_jnl_sync(struct stage *s)
 
 	if (!j)
 		return 0;
-	if (j->err)
-		return -EIO;
+	if (j->err) {
+		/*
+		 * Behind since a write failed (a full spool, most likely).  If
+		 * there is room again, a snapshot of the tree makes it whole, so
+		 * that fsync works again without waiting for the next seal.
+		 */
+		if (stage_jnl_rewrite(s))
+			return -EIO;
+		stage_log(s, LOG_INFO, "the journal in %s is whole again", s->spool);
+	}
 	/* The journal, and the names of new data files. */
 	if (fdatasync(j->fd) || fsync(s->datafd))
 		return -errno;
@@ -487,7 +496,8 @@ static int apply_node(struct stage *s, struct rd *r, int doit)
 			return -ENOMEM;
 	}
 	n->mode = mode;
-	stage_node_set_owner(s, n, uid, gid);
+	if (stage_node_set_owner(s, n, uid, gid))
+		return -ENOMEM;
 	n->rdev = rdev;
 	n->atime = at;
 	n->mtime = mt;

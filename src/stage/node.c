@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "stage/stage.h"
+#include "sqw/image.h"
 
 static size_t hash_ino(fuse_ino_t ino, size_t mask)
 {
@@ -74,6 +75,154 @@ void node_touch(struct snode *n, int mtime, int ctime)
 		n->ctime = now;
 }
 
+/* ------------------------------------------------------------------ */
+/* Id use counts (see struct stage_ids). */
+
+static size_t hash_id(uint32_t id, size_t mask)
+{
+	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 23) & mask;
+}
+
+static struct stage_idslot *ids_find(const struct stage_ids *t, uint32_t id)
+{
+	size_t i;
+
+	if (!t->cap)
+		return NULL;
+	for (i = hash_id(id, t->cap - 1); t->tab[i].refs; i = (i + 1) & (t->cap - 1))
+		if (t->tab[i].id == id)
+			return &t->tab[i];
+	return NULL;
+}
+
+/* Room for two more ids, so that ids_ref cannot fail after it. */
+static int ids_reserve(struct stage_ids *t)
+{
+	size_t cap = t->cap ? t->cap * 2 : 64, i, k;
+	struct stage_idslot *tab;
+
+	if ((t->n + 2) * 2 <= t->cap)
+		return 0;
+	tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return -ENOMEM;
+	for (i = 0; i < t->cap; i++) {
+		if (!t->tab[i].refs)
+			continue;
+		for (k = hash_id(t->tab[i].id, cap - 1); tab[k].refs; k = (k + 1) & (cap - 1))
+			;
+		tab[k] = t->tab[i];
+	}
+	free(t->tab);
+	t->tab = tab;
+	t->cap = cap;
+	return 0;
+}
+
+static void ids_ref(struct stage_ids *t, uint32_t id)
+{
+	struct stage_idslot *e = ids_find(t, id);
+	size_t i;
+
+	if (e) {
+		e->refs++;
+		return;
+	}
+	for (i = hash_id(id, t->cap - 1); t->tab[i].refs; i = (i + 1) & (t->cap - 1))
+		;
+	t->tab[i].id = id;
+	t->tab[i].refs = 1;
+	t->n++;
+}
+
+static void ids_unref(struct stage_ids *t, uint32_t id)
+{
+	struct stage_idslot *e = ids_find(t, id);
+	size_t i, j, h, mask = t->cap - 1;
+
+	if (!e || --e->refs)
+		return;
+	t->n--;
+	/* Backward shift: later slots of the probe run move up, no tombstones. */
+	i = (size_t)(e - t->tab);
+	for (j = (i + 1) & mask; t->tab[j].refs; j = (j + 1) & mask) {
+		h = hash_id(t->tab[j].id, mask);
+		/* Slot j may move to i only if its home is not in (i, j]. */
+		if (((j - h) & mask) >= ((j - i) & mask)) {
+			t->tab[i] = t->tab[j];
+			i = j;
+		}
+	}
+	t->tab[i].refs = 0;
+}
+
+/* The ids the image will store for uid:gid. */
+static void image_ids(const struct stage *s, uid_t uid, gid_t gid, uint32_t out[2])
+{
+	const struct sqw_image_opts *o = &s->opts.img;
+
+	out[0] = (o->flags & SQW_OPT_ALL_ROOT) ? 0 : (uint32_t)uid;
+	out[1] = (o->flags & SQW_OPT_ALL_ROOT) ? 0 : (uint32_t)gid;
+	if (o->force_uid >= 0)
+		out[0] = (uint32_t)o->force_uid;
+	if (o->force_gid >= 0)
+		out[1] = (uint32_t)o->force_gid;
+}
+
+int stage_ids_check(const struct stage *s, const struct snode *n, uid_t uid, gid_t gid)
+{
+	const struct stage_ids *t = &s->ids;
+	uint32_t nw[2], old[2];
+	size_t after = t->n, i, k;
+
+	image_ids(s, uid, gid, nw);
+	if (n)
+		image_ids(s, n->uid, n->gid, old);
+	/* New ids not in use yet. */
+	for (i = 0; i < 2; i++)
+		if ((i == 0 || nw[1] != nw[0]) && !ids_find(t, nw[i]))
+			after++;
+	/* Old ids that only n uses and that it gives up. */
+	for (i = 0; n && i < 2; i++) {
+		const struct stage_idslot *e;
+		uint32_t uses = 0;
+
+		if (i == 1 && old[1] == old[0])
+			break;
+		if (old[i] == nw[0] || old[i] == nw[1])
+			continue;
+		for (k = 0; k < 2; k++)
+			uses += old[k] == old[i];
+		e = ids_find(t, old[i]);
+		if (e && e->refs == uses)
+			after--;
+	}
+	return after > SQW_IDS_MAX ? -EOVERFLOW : 0;
+}
+
+static int node_ids_ref(struct stage *s, uid_t uid, gid_t gid)
+{
+	uint32_t v[2];
+
+	if (ids_reserve(&s->ids))
+		return -ENOMEM;
+	image_ids(s, uid, gid, v);
+	ids_ref(&s->ids, v[0]);
+	ids_ref(&s->ids, v[1]);
+	return 0;
+}
+
+static void node_ids_unref(struct stage *s, const struct snode *n)
+{
+	uint32_t v[2];
+
+	image_ids(s, n->uid, n->gid, v);
+	ids_unref(&s->ids, v[0]);
+	ids_unref(&s->ids, v[1]);
+}
+
+/* ------------------------------------------------------------------ */
+
 struct snode *stage_new_node_ino(struct stage *s, fuse_ino_t ino, mode_t mode,
 				 uid_t uid, gid_t gid, dev_t rdev)
 {
@@ -85,6 +234,10 @@ struct snode *stage_new_node_ino(struct stage *s, fuse_ino_t ino, mode_t mode,
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return NULL;
+	if (node_ids_ref(s, uid, gid)) {
+		free(n);
+		return NULL;
+	}
 	n->ino = ino;
 	if (ino >= s->next_ino)
 		s->next_ino = ino + 1;
@@ -107,11 +260,15 @@ struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
 	return stage_new_node_ino(s, s->next_ino, mode, uid, gid, rdev);
 }
 
-void stage_node_set_owner(struct stage *s, struct snode *n, uid_t uid, gid_t gid)
+int stage_node_set_owner(struct stage *s, struct snode *n, uid_t uid, gid_t gid)
 {
-	(void)s;
+	/* The new ids first: a shared id never drops to 0 in between. */
+	if (node_ids_ref(s, uid, gid))
+		return -ENOMEM;
+	node_ids_unref(s, n);
 	n->uid = uid;
 	n->gid = gid;
+	return 0;
 }
 
 void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len)
@@ -119,7 +276,7 @@ void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len)
 	snprintf(buf, len, "%s/%llu", s->datadir, (unsigned long long)ino);
 }
 
-static void node_destroy(struct snode *n)
+static void node_destroy(struct stage *s, struct snode *n)
 {
 	size_t i;
 
@@ -130,7 +287,7 @@ static void node_destroy(struct snode *n)
 	free(n->xattrs);
 	free(n->target);
 	free(n->tab);
-	stage_bg_forget(n);
+	stage_bg_forget(s, n);
 	free(n);
 }
 
@@ -146,6 +303,7 @@ static void itab_remove(struct stage *s, struct snode *n)
 		}
 	}
 	s->inodes--;
+	node_ids_unref(s, n);
 }
 
 void stage_maybe_free(struct stage *s, struct snode *n)
@@ -153,7 +311,7 @@ void stage_maybe_free(struct stage *s, struct snode *n)
 	if (n->links || n->nlookup || n->opens || n == s->root)
 		return;
 	itab_remove(s, n);
-	node_destroy(n);
+	node_destroy(s, n);
 }
 
 void stage_node_drop(struct stage *s, struct snode *n)
@@ -168,7 +326,7 @@ void stage_node_drop(struct stage *s, struct snode *n)
 		}
 	}
 	itab_remove(s, n);
-	node_destroy(n);
+	node_destroy(s, n);
 }
 
 void node_unlinked(struct stage *s, struct snode *n)
@@ -181,6 +339,12 @@ void node_unlinked(struct stage *s, struct snode *n)
 		/* Open handles keep their own fds, so the data lives on. */
 		snprintf(p, sizeof(p), "%llu", (unsigned long long)n->ino);
 		unlinkat(s->datafd, p, 0);
+		/*
+		 * No seal takes it any more: its stored blocks go now, not when
+		 * the kernel forgets the inode (later, at its own pace), so
+		 * that rm frees the spool as it returns.
+		 */
+		stage_bg_forget(s, n);
 	}
 }
 
@@ -216,12 +380,14 @@ void stage_free(struct stage *s)
 					free(d);
 				}
 			}
-			node_destroy(p);
+			node_destroy(s, p);
 		}
 	}
 	free(s->itab);
 	s->itab = NULL;
 	s->islots = 0;
+	free(s->ids.tab);
+	memset(&s->ids, 0, sizeof(s->ids));
 }
 
 struct sdirent *dir_find(const struct snode *dir, const char *name, size_t len)

@@ -271,6 +271,8 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 		return EINVAL;
 	if (size < 0)
 		return EINVAL;
+	if ((uint64_t)size > s->file_max)
+		return EFBIG;
 	if (fi && fi->fh) {
 		if (ftruncate(((struct fhandle *)(uintptr_t)fi->fh)->fd, size))
 			return errno;
@@ -302,6 +304,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct timespec now;
 	struct snode *n;
 	struct stat st;
+	uid_t uid;
+	gid_t gid;
 	int err = 0;
 
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -311,6 +315,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		err = ENOENT;
 		goto out;
 	}
+	uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid : n->uid;
+	gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid : n->gid;
+	/* Before anything changes: a refused chown must change nothing. */
+	if ((uid != n->uid || gid != n->gid) && (err = -stage_ids_check(s, n, uid, gid)))
+		goto out;
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		err = truncate_node(s, n, attr->st_size, fi);
 		if (err)
@@ -318,10 +327,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	if (to_set & FUSE_SET_ATTR_MODE)
 		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
-	if (to_set & FUSE_SET_ATTR_UID)
-		n->uid = attr->st_uid;
-	if (to_set & FUSE_SET_ATTR_GID)
-		n->gid = attr->st_gid;
+	if ((uid != n->uid || gid != n->gid) && (err = -stage_node_set_owner(s, n, uid, gid))) {
+		/* The size may have changed already: that much was done. */
+		stage_jnl_node(s, n);
+		s->gen++;
+		goto out;
+	}
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
 		n->atime = now;
 	else if (to_set & FUSE_SET_ATTR_ATIME)
@@ -391,6 +402,9 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (S_ISDIR(mode))
 			mode |= S_ISGID;
 	}
+	err = -stage_ids_check(s, NULL, ctx->uid, gid);
+	if (err)
+		return err;
 	n = stage_new_node(s, mode, ctx->uid, gid, rdev);
 	if (!n)
 		return ENOMEM;
@@ -848,9 +862,17 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
 	struct fhandle *h = FH(fi);
+	struct stage *s = S(req);
 	ssize_t res;
 
 	(void)ino;
+	/* As a file system's maximum file size: a short write, then EFBIG. */
+	if (off < 0 || (uint64_t)off >= s->file_max) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
+	if (out.buf[0].size > s->file_max - (uint64_t)off)
+		out.buf[0].size = s->file_max - (uint64_t)off;
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = h->fd;
 	out.buf[0].pos = off;
@@ -912,6 +934,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
 	(void)ino;
+	if (!(mode & FALLOC_FL_KEEP_SIZE) &&
+	    (off < 0 || len < 0 || (uint64_t)off + (uint64_t)len > S(req)->file_max)) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
 	if (fallocate(FH(fi)->fd, mode, off, len)) {
 		fuse_reply_err(req, errno);
 		return;

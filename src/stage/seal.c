@@ -21,8 +21,9 @@ struct seal_ctx {
 	struct stage *s;
 	sqw_tree_t *tree;
 	char *msg;		/* first error */
-	char path[4200];
-	size_t plen;
+	/* For messages; grows: a staged tree may be deeper than PATH_MAX. */
+	char *path;
+	size_t plen, pcap;
 };
 
 /*
@@ -148,8 +149,16 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 		for (d = dir->tab[i]; d; d = d->next) {
 			struct snode *n = d->node;
 
-			if (base + 1 + d->len + 1 > sizeof(c->path))
-				return fail(c, "%s/%s: path too long", c->path, d->name);
+			if (base + 1 + d->len + 1 > c->pcap) {
+				size_t cap = (base + 1 + d->len + 1) * 2;
+				char *p = realloc(c->path, cap);
+
+				if (!p)
+					return fail(c, "%s/%s: out of memory", c->plen ? c->path : "",
+						    d->name);
+				c->path = p;
+				c->pcap = cap;
+			}
 			c->path[base] = '/';
 			memcpy(c->path + base + 1, d->name, d->len + 1);
 			c->plen = base + 1 + d->len;
@@ -179,7 +188,8 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 		}
 	}
 	c->plen = base;
-	c->path[base] = '\0';
+	if (c->path)
+		c->path[base] = '\0';
 	return 0;
 }
 
@@ -275,6 +285,7 @@ int stage_seal(struct stage *s, char **out)
 	}
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
+	free(c.path);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
 	/* A good moment to start the journal afresh: it only grows otherwise. */
@@ -289,6 +300,7 @@ int stage_seal(struct stage *s, char **out)
 fail:
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
+	free(c.path);
 	stage_bg_resume(s);
 	*out = c.msg ? c.msg : strdup("out of memory");
 	return -1;

@@ -25,7 +25,15 @@
 
 #include "cli/cli.h"
 
-#define STAGE_NAME_MAX 255
+/* SquashFS stores names of up to 256 bytes (the kernel's FUSE lets 1024 through). */
+#define STAGE_NAME_MAX 256
+/*
+ * Files larger than this fail with EFBIG at truncate, write and fallocate,
+ * never only at the seal: the writer's own limit for the block size, and at
+ * most 16 TiB (ext4's limit for a spool file, and a bound on the block list
+ * the seal must hold and walk for a sparse file: 4 bytes a block).
+ */
+#define STAGE_FILE_CAP (1ull << 44)
 #define STAGE_TIMEOUT 86400.0	/* we are the only writer of our metadata */
 #define STAGE_SEAL_XATTR "user.sqfs-stage.seal"
 #define STAGE_SEAL_BUF 65536	/* sqfs-seal's buffer for the reply */
@@ -85,6 +93,23 @@ struct centry {
 
 struct stage_bg;
 
+/*
+ * The ids the image will store (uid and gid after all_root and force_*;
+ * SquashFS keeps one table of at most SQW_IDS_MAX for both), each with the
+ * number of node fields using it, so that a chown away from an id frees it.
+ * Every live node counts, also one unlinked but still open: a superset of
+ * what a seal writes, so a seal never meets more ids than were allowed.
+ */
+struct stage_idslot {
+	uint32_t id;
+	uint32_t refs;		/* 0: empty slot */
+};
+
+struct stage_ids {
+	struct stage_idslot *tab;	/* open addressing, linear probing */
+	size_t cap, n;			/* slots (a power of two), distinct ids */
+};
+
 struct stage_bg_status {
 	uint64_t queued_files, queued_bytes;
 	uint64_t stored_blocks, stored_bytes;
@@ -107,6 +132,8 @@ struct stage {
 	fuse_ino_t next_ino;
 	struct snode *root;
 	uint64_t total_writers;
+	struct stage_ids ids;
+	uint64_t file_max;	/* EFBIG beyond: see STAGE_FILE_CAP */
 	struct stage_bg *bg;	/* NULL: no background compression */
 	int no_background;	/* -o no_background */
 	struct stage_jnl *jnl;	/* NULL: no journal (replay in progress) */
@@ -124,7 +151,13 @@ struct snode *stage_new_node(struct stage *s, mode_t mode, uid_t uid, gid_t gid,
 			     dev_t rdev);
 struct snode *stage_new_node_ino(struct stage *s, fuse_ino_t ino, mode_t mode,
 				 uid_t uid, gid_t gid, dev_t rdev);
-void stage_node_set_owner(struct stage *s, struct snode *n, uid_t uid, gid_t gid);
+/* Owner change, id counts included; -ENOMEM. */
+int stage_node_set_owner(struct stage *s, struct snode *n, uid_t uid, gid_t gid);
+/*
+ * Would n (NULL: a new node) owned by uid:gid keep the image within
+ * SQW_IDS_MAX distinct ids?  0 or -EOVERFLOW.
+ */
+int stage_ids_check(const struct stage *s, const struct snode *n, uid_t uid, gid_t gid);
 /* Free n and its entries (not the nodes they name), whatever its counts. */
 void stage_node_drop(struct stage *s, struct snode *n);
 void stage_maybe_free(struct stage *s, struct snode *n);
@@ -152,7 +185,8 @@ void stage_bg_stop(struct stage *s);
 void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len);
 /* A writer of n closed: queue its missing full blocks if it was the last. */
 void stage_bg_released(struct stage *s, struct snode *n);
-void stage_bg_forget(struct snode *n);
+/* n goes away: its stored blocks too (their space back to the spool). */
+void stage_bg_forget(struct stage *s, struct snode *n);
 /* Queue every closed file (after a recovery). */
 void stage_bg_queue_all(struct stage *s);
 /* Seal: stop the thread between files / let it go on. */

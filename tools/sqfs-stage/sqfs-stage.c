@@ -397,6 +397,9 @@ int main(int argc, char **argv)
 		status = CLI_EXIT_USAGE;
 		goto out_free;
 	}
+	s.file_max = sqw_file_size_max(s.opts.img.comp.block_size);
+	if (s.file_max > STAGE_FILE_CAP)
+		s.file_max = STAGE_FILE_CAP;
 	if (p.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions"))
 		goto out_free;
 	if (check_image(&s, p.image) || check_mountpoint(p.mnt))

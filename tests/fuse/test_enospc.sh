@@ -1,0 +1,257 @@
+#!/bin/bash
+# test_enospc.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
+#
+# A full spool file system (a 64 MiB tmpfs) must be an error for the writer,
+# never the end of the mount:
+#   1. spool on the small file system, image elsewhere: writing until it is
+#      full gives the writer ENOSPC; the daemon keeps answering (stat, ls,
+#      byte-exact reads of earlier files); background compression of the
+#      closed file meets ENOSPC too and leaves it to the seal; fsync reports
+#      the journal that fell behind (EIO) and works again once a filler file
+#      outside the mount is removed; staging goes on, sqfs-seal seals, and
+#      the image is byte-identical to sqfs-pack of the expected tree and
+#      equal to it in the kernel's view;
+#   2. the default layout, image and spool on one small file system: the
+#      seal of a full spool fails with a clear ENOSPC message, the mount
+#      stays writable, rm inside the mount frees the space (staged data and
+#      its background-compressed blocks alike) and the retried seal works.
+# (ENOSPC in an image directory on its own is test_seal.sh's.)
+set -euo pipefail
+# shellcheck source=tests/fuse/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "$@"
+need_loop
+need_cmd sha256sum
+MT=1700000000
+OPTS=(-c gzip:1 -b 64K --mkfs-time $MT)
+SOPTS=comp=gzip:1,block_size=64K,mkfs_time=$MT
+
+# small_fs DIR SIZE: a tmpfs of SIZE at DIR.
+small_fs() {
+	mkdir -p "$1"
+	mount -t tmpfs -o "size=$2,mode=0755" tmpfs "$1" || skip_or_fail "cannot mount a tmpfs"
+	LOOPS+=("$1")
+}
+
+alive() { # LABEL: the daemon runs and the mount answers
+	if kill -0 "$DPID" 2>/dev/null && stat "$M" >/dev/null 2>&1 && ls "$M" >/dev/null 2>&1; then
+		ok "$1: daemon alive and answering"
+	else
+		fail "$1: daemon gone or mount dead"
+	fi
+}
+
+same_file() { # LABEL A B
+	if cmp -s "$2" "$3"; then ok "$1"; else fail "$1: $2 differs from $3"; fi
+}
+
+# fill FILE: write 256 KiB blocks of random data until an error; print
+# "ENOSPC <bytes>" if the error (at write, fsync or close) was ENOSPC or EIO.
+fill() {
+	python3 - "$1" <<'EOF'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+n, err = 0, None
+try:
+    while n < (1 << 30):
+        n += os.write(fd, os.urandom(1 << 18))
+except OSError as e:
+    err = e
+for step in (lambda: os.fsync(fd), lambda: os.close(fd)):
+    try:
+        step()
+    except OSError as e:
+        err = err or e
+if err is None:
+    print("no error after %d bytes" % n)
+elif err.errno in (errno.ENOSPC, errno.EIO):
+    print("%s %d" % (errno.errorcode[err.errno], n))
+else:
+    print("unexpected %s after %d bytes" % (err, n))
+EOF
+}
+
+# fsync_rc FILE: the errno name fsync gives (OK for none).
+fsync_rc() {
+	python3 - "$1" <<'EOF'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    os.fsync(fd)
+    print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+finally:
+    os.close(fd)
+EOF
+}
+
+status() { getfattr --only-values -n user.sqfs-stage.status "$1" 2>/dev/null; }
+field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
+# wait_idle MNT: until the background queue is empty and the thread idle.
+wait_idle() {
+	local i st
+	for ((i = 0; i < 600; i++)); do
+		st=$(status "$1")
+		if [[ $(field "$st" queued_files) == 0 && $(field "$st" busy) == 0 ]]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	fail "background compression did not finish in 60 s: $st"
+}
+
+seal_wait() { # LABEL: sqfs-seal $M and wait for the daemon, or give up
+	local out
+	if ! out=$("$SEAL" --json "$M" 2>&1); then
+		# Still mounted: the cleanup stops the daemon.
+		fail "$1: $out"
+		finish
+	fi
+	wait_daemon 0
+}
+
+pack_sha() { # DIR: sha256 of sqfs-pack's image of DIR
+	"$PACK" -q "${OPTS[@]}" "$1" "$WORK/ref.sqfs"
+	sha256sum <"$WORK/ref.sqfs" | cut -d' ' -f1
+}
+
+check_image() { # LABEL IMAGE EXPECTED_DIR
+	local sum ref
+	sum=$(sha256sum <"$2" | cut -d' ' -f1)
+	ref=$(pack_sha "$3")
+	if [[ $sum == "$ref" ]]; then ok "$1: sha256 equal to sqfs-pack"; else fail "$1: sha256 $sum, sqfs-pack $ref"; fi
+	if loop_mount "$2" "$WORK/k"; then
+		tree_cmp "$3" "$WORK/k" "$1: kernel view and expected tree"
+		loop_umount "$WORK/k"
+	fi
+}
+
+# --- 1: spool on a small file system, image elsewhere ----------------------
+S=$WORK/spfs
+small_fs "$S" 64m
+mkdir "$S/spool"
+# A filler outside the mount, to free space with later.
+head -c 16M /dev/zero >"$S/filler"
+M=$WORK/m1
+EXP=$WORK/exp1
+mkdir -p "$EXP/early"
+head -c 3000000 /dev/urandom >"$EXP/early/random"
+seq 1 200000 >"$EXP/early/numbers"
+stage_mount "$WORK/one.sqfs" "$M" -o "$SOPTS,spool=$S/spool"
+cp -a "$EXP/early" "$M/"
+wait_idle "$M"
+
+res=$(fill "$M/fill")
+case $res in
+ENOSPC* | EIO*) ok "writer got $res" ;;
+*) fail "filling the spool: $res" ;;
+esac
+alive "spool full"
+df -k "$S" | tail -n1 | awk '{ exit !($4 < 1024) }' && ok "spool file system is full" ||
+	fail "spool not full: $(df -k "$S" | tail -n1)"
+same_file "earlier file reads back exact while full" "$EXP/early/random" "$M/early/random"
+same_file "earlier text file reads back exact while full" "$EXP/early/numbers" "$M/early/numbers"
+[[ $(stat -c %s "$M/fill") -gt 0 ]] && ok "the partly written file has $(stat -c %s "$M/fill") bytes" ||
+	fail "the partly written file is empty"
+# More writes while full: refused, nothing breaks.
+if head -c 1M /dev/urandom >"$M/more" 2>"$WORK/err"; then
+	fail "a 1 MiB write into a full spool worked"
+else
+	grep -q "No space left on device" "$WORK/err" && ok "second writer: ENOSPC" ||
+		fail "second writer: $(cat "$WORK/err")"
+fi
+rm -f "$M/more"
+# The closed fill file went to background compression, which had no room.
+wait_idle "$M"
+alive "after background compression of the full spool"
+# Metadata lives in memory, so changes still work; the journal in the spool
+# falls behind (about 90 KiB of records), which fsync must report.
+if python3 - "$M/made-while-full" <<'EOF'
+import os, sys
+os.mkdir(sys.argv[1])
+for i in range(300):
+    os.mkdir(os.path.join(sys.argv[1], "%03d" % i + "j" * 200))
+EOF
+then
+	ok "300 mkdirs while full"
+else
+	fail "mkdir while full"
+fi
+alive "metadata changes while full"
+r=$(fsync_rc "$M/early/numbers")
+[[ $r == EIO ]] && ok "fsync while full: EIO (journal behind)" || fail "fsync while full: $r"
+grep -q "writing the journal in .*: No space left on device" "$WORK/daemon.log" &&
+	ok "journal ENOSPC logged" || fail "no journal ENOSPC in the log"
+
+# Room again: the filler outside the mount goes.
+rm "$S/filler"
+r=$(fsync_rc "$M/early/numbers")
+[[ $r == OK ]] && ok "fsync works again once there is room" || fail "fsync after freeing space: $r"
+grep -q "the journal in .* is whole again" "$WORK/daemon.log" && ok "journal rewritten whole" ||
+	fail "no journal rewrite in the log"
+rm -r "$M/made-while-full"
+# Staging goes on.
+mkdir -p "$EXP/later"
+head -c 2000000 /dev/urandom >"$EXP/later/random"
+printf 'after the storm\n' >"$EXP/later/text"
+cp -a "$EXP/later" "$M/"
+cp "$M/fill" "$EXP/fill"
+same_file "later file reads back exact" "$EXP/later/random" "$M/later/random"
+find "$M" "$EXP" -exec touch -h -d @1650000000 {} +
+seal_wait "seal after freeing space"
+check_image "spool full, then freed" "$WORK/one.sqfs" "$EXP"
+grep -q "background compression paused a block: No space left on device" "$WORK/daemon.log" &&
+	ok "background compression met ENOSPC and left the block to the seal" ||
+	fail "no sign of background compression meeting ENOSPC in the log"
+umount "$S" && unset 'LOOPS[${#LOOPS[@]}-1]'
+
+# --- 2: image and spool on one small file system (the default layout) -------
+S=$WORK/both
+small_fs "$S" 64m
+M=$WORK/m2
+EXP=$WORK/exp2
+mkdir -p "$EXP"
+seq 1 100000 >"$EXP/numbers"
+stage_mount "$S/two.sqfs" "$M" -o "$SOPTS"
+cp "$EXP/numbers" "$M/numbers"
+# 20 MiB the background work stores a compressed (here: as large) copy of
+# in the spool, beside the staged data: 40 MiB of spool.
+head -c 20M /dev/urandom >"$M/stored"
+wait_idle "$M"
+st=$(status "$M")
+[[ $(field "$st" stored_bytes) -gt 20000000 ]] && ok "background stored $(field "$st" stored_bytes) bytes" ||
+	fail "background store: $st"
+res=$(fill "$M/big")
+case $res in
+ENOSPC* | EIO*) ok "default layout: writer got $res" ;;
+*) fail "default layout: filling: $res" ;;
+esac
+wait_idle "$M"
+alive "default layout full"
+if out=$("$SEAL" "$M" 2>&1); then
+	fail "seal into a full file system worked: $out"
+else
+	[[ $out == *"No space left on device"* ]] && ok "seal fails clearly: $out" ||
+		fail "seal failure message: $out"
+fi
+mountpoint -q "$M" && ok "still mounted after the failed seal" || fail "unmounted by a failed seal"
+[[ -z $(find "$S" -maxdepth 1 -name 'two.sqfs*') ]] && ok "no partial image" ||
+	fail "left: $(find "$S" -maxdepth 1 -name 'two.sqfs*')"
+alive "after the failed seal"
+rm "$M/big" "$M/stored"
+# Staged data and stored blocks alike: all but the small rest is free again.
+free=$(df -k "$S" | awk 'NR == 2 { print $4 }')
+[[ $free -gt 60000 ]] && ok "rm in the mount freed the spool: $free KiB free" ||
+	fail "after rm in the mount only $free KiB free: $(du -a "$S" | sort -n | tail -n4 | tr '\n' ' ')"
+printf 'retried\n' >"$EXP/retried"
+cp "$EXP/retried" "$M/retried"
+find "$M" "$EXP" -exec touch -h -d @1650000000 {} +
+seal_wait "retried seal"
+check_image "seal retried after rm" "$S/two.sqfs" "$EXP"
+[[ -z $(find "$S" -maxdepth 1 -name '.two.sqfs.spool.*') ]] && ok "spool removed after the seal" ||
+	fail "spool left after the seal"
+
+finish
