@@ -31,6 +31,16 @@
 #include "util/util.h"
 
 #define BG_NONE UINT32_MAX	/* centry.word: no stored form */
+/*
+ * Stored blocks start on this boundary (the usual file system block), so
+ * that punching a dead one frees whole blocks of SPOOL/blocks.
+ */
+#define BG_ALIGN 4096u
+
+static uint64_t aligned(uint64_t x)
+{
+	return (x + BG_ALIGN - 1) & ~(uint64_t)(BG_ALIGN - 1);
+}
 
 /* A queued file and the bytes it added to queued_bytes. */
 struct qent {
@@ -107,9 +117,23 @@ static int block_missing(const struct snode *n, uint64_t i)
 	return i >= n->ncblk || n->cblk[i].word == BG_NONE;
 }
 
+/*
+ * Give the disk space of dead stored blocks back (SPOOL/blocks only ever
+ * grows at its end, so a file rewritten again and again would otherwise
+ * leave its old blocks there until the daemon exits).  An entry owns the
+ * bytes from its start to the next BG_ALIGN boundary after its end; best
+ * effort.
+ */
+static void punch(struct stage_bg *bg, uint64_t off, uint64_t len)
+{
+	if (bg && len)
+		(void)fallocate(bg->cfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				(off_t)off, (off_t)len);
+}
+
 void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len)
 {
-	uint64_t bs = s->opts.img.comp.block_size, first, last, i;
+	uint64_t bs = s->opts.img.comp.block_size, first, last, i, ps = 0, pe = 0;
 
 	n->wgen++;
 	if (!n->ncblk || !len)
@@ -118,8 +142,22 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 	last = len == UINT64_MAX || off + len < off ? n->ncblk : (off + len - 1) / bs + 1;
 	if (last > n->ncblk)
 		last = n->ncblk;
-	for (i = first; i < last; i++)
-		n->cblk[i].word = BG_NONE;
+	for (i = first; i < last; i++) {
+		struct centry *c = &n->cblk[i];
+		uint64_t l = c->word & ~(1u << 24);
+
+		if (c->word != BG_NONE && l) {
+			/* Runs of neighbours go in one call. */
+			if (c->off != pe) {
+				punch(s->bg, ps, pe - ps);
+				ps = c->off;
+				pe = c->off;
+			}
+			pe += aligned(l);
+		}
+		c->word = BG_NONE;
+	}
+	punch(s->bg, ps, pe - ps);
 	if (first == 0 && last == n->ncblk) {
 		free(n->cblk);
 		n->cblk = NULL;
@@ -170,7 +208,10 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 	if (j->err)
 		return;
 	if (j->size_word) {
-		ssize_t w = pwrite(bg->cfd, j->result, j->result_len, (off_t)bg->cend);
+		ssize_t w;
+
+		bg->cend = aligned(bg->cend);
+		w = pwrite(bg->cfd, j->result, j->result_len, (off_t)bg->cend);
 
 		if (w != (ssize_t)j->result_len) {
 			/* Spool full: the seal will compress this block itself. */
@@ -184,7 +225,9 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 	}
 	pthread_mutex_lock(&s->lock);
 	n = stage_get(s, bg->ino);
-	if (n && n->wgen == bg->wgen && n->links && j->index < full_blocks(s, n)) {
+	if (!n || n->wgen != bg->wgen || !n->links || j->index >= full_blocks(s, n)) {
+		punch(bg, off, j->size_word ? aligned(j->result_len) : 0);
+	} else {
 		if (j->index >= n->ncblk) {
 			uint32_t cap = (uint32_t)full_blocks(s, n), i;
 			struct centry *c = realloc(n->cblk, (size_t)cap * sizeof(*c));

@@ -178,6 +178,8 @@ void node_unlinked(struct stage *s, struct snode *n)
 	n->links--;
 	node_touch(n, 0, 1);
 	if (!n->links && S_ISREG(n->mode)) {
+		/* No seal takes its stored blocks any more: free their space. */
+		stage_bg_changed(s, n, 0, UINT64_MAX);
 		/* Open handles keep their own fds, so the data lives on. */
 		snprintf(p, sizeof(p), "%llu", (unsigned long long)n->ino);
 		unlinkat(s->datafd, p, 0);

@@ -7,7 +7,8 @@
 # past EOF, truncates, reads, mmap reads, SEEK_DATA/SEEK_HOLE, hole
 # punching, fsync, reopening, waiting for the compressor to go idle), every
 # read checked against fsx's in-memory model.  Then:
-#   - the background work really stored blocks and goes idle;
+#   - the background work really stored blocks and goes idle, and the
+#     disk space of stored blocks that were rewritten is given back;
 #   - the seal takes stored blocks, and the daemon exits 0;
 #   - the kernel's view of the image: each file equals its final model;
 #   - the image is byte-identical to sqfs-pack of the models.
@@ -77,7 +78,18 @@ else
 fi
 [[ $(field "$st" stored_blocks) -gt 0 ]] || fail "the background work stored no block: $st"
 [[ $(field "$st" queued_bytes) == 0 ]] || fail "nothing queued, yet queued_bytes: $st"
-log "spool: $(du -sh "$WORK"/.fsx.sqfs.spool.* 2>/dev/null | cut -f1) for $(du -sh "$MODELS" | cut -f1) of files"
+# Stored blocks of data rewritten since take no disk space: what the
+# store holds is at most about the files' own size (4K blocks).
+blocks_kb=$(du -sk "$WORK"/.fsx.sqfs.spool.*/blocks | cut -f1)
+files_kb=$(du -sk --apparent-size "$MODELS" | cut -f1)
+log "spool: $(du -sh "$WORK"/.fsx.sqfs.spool.* | cut -f1), of which stored blocks ${blocks_kb} KiB" \
+	"(apparent $(du -sk --apparent-size "$WORK"/.fsx.sqfs.spool.*/blocks | cut -f1) KiB)," \
+	"for $files_kb KiB of files"
+if ((blocks_kb <= files_kb + 1024)); then
+	ok "stored blocks take $blocks_kb KiB on disk for $files_kb KiB of files"
+else
+	fail "stored blocks take $blocks_kb KiB on disk for $files_kb KiB of files (dead blocks kept?)"
+fi
 
 find "$M" "$MODELS" -exec touch -h -d @1650000000 {} +
 out=$("$SEAL" --json "$M") || fail "sqfs-seal"
