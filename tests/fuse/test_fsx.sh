@@ -15,7 +15,8 @@
 # Environment: FSX_OPS (default 100000 per file), FSX_FILES (2), FSX_SEED
 # (first seed, default 1; "random" picks one and prints it), FSX_MAXLEN
 # (largest file, default 2M; the second file gets half of it, and so on),
-# FSX_TIMEOUT (seconds for the whole run, default 600).
+# FSX_TIMEOUT (seconds for the whole run, default 600), FSX_BS (the mount's
+# block size, default 4K).
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -32,7 +33,7 @@ MAXLEN=${FSX_MAXLEN:-2M}
 TMO=${FSX_TIMEOUT:-600}
 MT=1700000000
 COMP=zstd:3
-BS=4K
+BS=${FSX_BS:-4K}
 
 status() { getfattr --only-values -n user.sqfs-stage.status "$1" 2>/dev/null; }
 field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
