@@ -10,7 +10,8 @@
 #     scratch directories, a binary renamed over with a hard link to the
 #     old one;
 # while 2 readers check the sha256 of every finished first copy, again and
-# again, the whole time.  Every writer and the seal run under timeouts (a
+# again, the whole time, and halfway a sqfs-seal --keep runs (sealed, or
+# refused because files are open for writing: never stuck).  Every writer and the seal run under timeouts (a
 # deadlock is a failure, not a hang).  Then:
 #   - no writer or reader failed; the readers checked files;
 #   - the daemon's peak RSS (VmHWM, before the seal) is at most 64 MiB plus
@@ -113,6 +114,16 @@ for i in 0 1; do
 	timeout $((DUR + EXTRA)) bash -c "$(declare -f reader); M=$M WORK=$WORK reader $i" &
 	pids+=($!) names+=("reader$i")
 done
+# Halfway through, a seal --keep in the middle of it all: it may fail for
+# files open for writing (that is the rule), but must answer, and the load
+# goes on.
+(
+	sleep $((DUR / 2))
+	rc=0
+	timeout 300 "$SEAL" --keep --quiet "$M" >"$WORK/midseal.out" 2>&1 || rc=$?
+	echo "$rc" >"$WORK/midseal.rc"
+) &
+midseal=$!
 # The readers stop when the writers are done.
 for ((j = 0; j < ${#pids[@]}; j++)); do
 	[[ ${names[j]} == reader0 ]] && touch "$WORK/stop"
@@ -124,6 +135,17 @@ for ((j = 0; j < ${#pids[@]}; j++)); do
 		fail "${names[j]} exited $rc: $(head -c 2000 "$WORK/err/${names[j]}" 2>/dev/null)"
 	fi
 done
+wait "$midseal" || true
+case $(cat "$WORK/midseal.rc") in
+0) ok "seal --keep during the load: sealed" ;;
+1) if grep -q 'still open for writing' "$WORK/midseal.out"; then
+	ok "seal --keep during the load: refused, files open for writing"
+   else
+	fail "seal --keep during the load: $(cat "$WORK/midseal.out")"
+   fi ;;
+124) fail "seal --keep during the load did not answer in 300 s (deadlock?)" ;;
+*) fail "seal --keep during the load exited $(cat "$WORK/midseal.rc"): $(cat "$WORK/midseal.out")" ;;
+esac
 section "load done"
 summary=
 for f in "$WORK"/rounds/*; do summary+=" $(basename "$f")=$(cat "$f")"; done
