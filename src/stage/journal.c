@@ -74,6 +74,8 @@ static int jb_reserve(struct jbuf *b, size_t n)
 
 static void put(struct jbuf *b, const void *v, size_t n)
 {
+	if (!n)
+		return;	/* v may be NULL (no symlink target, empty value) */
 	memcpy(b->p + b->len, v, n);
 	b->len += n;
 }
