@@ -41,14 +41,14 @@ field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]
 M=$WORK/m
 MODELS=$WORK/models
 mkdir -p "$MODELS"
-stage_mount "$WORK/fsx.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,jobs=2
+stage_mount "$WORK/fsx.sqfs" "$M" -o comp=$COMP,block_size="$BS",mkfs_time=$MT,jobs=2
 log "fsx: $FILES files, $OPS operations each, seeds $SEED.., largest $MAXLEN"
 
 t0=$SECONDS
 pids=()
 maxlen=$(numfmt --from=iec "$MAXLEN")
 for ((i = 0; i < FILES; i++)); do
-	timeout "$TMO" "$FSX" -N "$OPS" -S $((SEED + i)) -l $((maxlen >> i)) -B $BS \
+	timeout "$TMO" "$FSX" -N "$OPS" -S $((SEED + i)) -l $((maxlen >> i)) -B "$BS" \
 		-x "$M" -m "$MODELS/file$i" "$M/file$i" &
 	pids+=($!)
 done
@@ -108,7 +108,7 @@ if loop_mount "$WORK/fsx.sqfs" "$WORK/k"; then
 	done
 	loop_umount "$WORK/k"
 fi
-"$PACK" -q --mkfs-time $MT -c $COMP -b $BS "$MODELS" "$WORK/ref.sqfs"
+"$PACK" -q --mkfs-time $MT -c $COMP -b "$BS" "$MODELS" "$WORK/ref.sqfs"
 a=$(sha256sum <"$WORK/fsx.sqfs" | cut -d' ' -f1)
 b=$(sha256sum <"$WORK/ref.sqfs" | cut -d' ' -f1)
 if [[ $a == "$b" ]]; then

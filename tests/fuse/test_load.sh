@@ -56,7 +56,8 @@ mkdir -p "$REF/tar" "$REF/cp" "$REF/make"
 
 # copy_writer KIND I: rounds of tar x / cp -a until the deadline; the first
 # into KIND/I/first (then marked done for the readers), later ones into
-# KIND/I/r0 and r1 by turns.
+# KIND/I/r0 and r1 by turns.  (Run through bash -c, as are the readers.)
+# shellcheck disable=SC2317
 copy_writer() {
 	local kind=$1 i=$2 k=0 slot dir
 	mkdir "$M/$kind/$i"
@@ -77,6 +78,7 @@ copy_writer() {
 }
 
 # reader N: sha256 of every finished first copy, until the stop file.
+# shellcheck disable=SC2317
 reader() {
 	local n=0 d
 	while [[ ! -e $WORK/stop ]]; do
