@@ -5,8 +5,10 @@
 # --verify where the stressor checks data), one stressor at a time with two
 # instances each, then all of them at once: each run must exit 0 with no
 # failure reported and no stressor skipped, and the daemon must stay up.
-# Then the seal: the daemon exits 0 and the kernel mounts the image, whose
-# tree equals a copy of the staged tree taken just before the seal.
+# A file gets xattrs until the mount refuses: ENOSPC, while listxattr(2)
+# still works.  Then the seal: the daemon exits 0 and the kernel mounts the
+# image, whose tree equals a copy of the staged tree taken just before the
+# seal (xattrs included).
 #
 # Not run, and why:
 #   fiemap   FS_IOC_FIEMAP does not exist on FUSE (stress-ng skips it)
@@ -116,17 +118,61 @@ log "one at a time: $((SECONDS - t0)) s"
 run "all at once" "${all[@]}" --timeout $((SECS * 3))
 log "stress-ng: $((SECONDS - t0)) s"
 
+# What stress-ng --xattr does until the file system refuses: the refusal
+# must come (ENOSPC) while listxattr(2) still lists them all, and the image
+# must hold them (the kernel view below).
+# (In a directory of its own: a copy on ext4 cannot hold them all.)
+mkdir "$M/xa"
+XA_CHECK='
+import os, sys
+p, n = sys.argv[1], int(sys.argv[2])
+names = sorted(os.listxattr(p))
+want = sorted("user.stress-ng-like-name-%06d" % i for i in range(n))
+if names != want:
+    sys.exit("%d names, %d expected" % (len(names), n))
+for i in range(n):
+    v = os.getxattr(p, "user.stress-ng-like-name-%06d" % i)
+    if v != b"v%d" % i:
+        sys.exit("value %d: %r" % (i, v))
+'
+if nxa=$(python3 - "$M/xa/xattrs" <<'EOF2'
+import errno, os, sys
+p = sys.argv[1]
+open(p, "w").close()
+n = 0
+try:
+    while n < 100000:
+        os.setxattr(p, "user.stress-ng-like-name-%06d" % n, b"v%d" % n)
+        n += 1
+except OSError as e:
+    if e.errno != errno.ENOSPC:
+        sys.exit("setxattr #%d: %s" % (n, e))
+if n == 100000:
+    sys.exit("100000 xattrs and no refusal")
+print(n)
+EOF2
+) && python3 -c "$XA_CHECK" "$M/xa/xattrs" "$nxa"; then
+	ok "xattrs: $nxa set, then ENOSPC, all listed"
+else
+	fail "xattrs until refused: $nxa"
+fi
+
 # stress-ng cleans up after itself: the mount holds sng/ only.
 left=$(find "$M/sng" -mindepth 1 | head -n 5)
 [[ -z $left ]] || fail "stress-ng left entries behind: $left"
 # Something to find in the image, then a copy of the staged tree.
 cp -a "$FUSE_TESTS_DIR/lib.sh" "$M/sng/lib.sh"
 head -c 300000 /dev/urandom >"$M/sng/random.bin"
-cp -a "$M" "$WORK/ref"
+cp -a "$M/sng" "$WORK/ref"
 out=$(timeout 300 "$SEAL" --json "$M") || fail "sqfs-seal"
 wait_daemon 0
 if loop_mount "$WORK/s.sqfs" "$WORK/k"; then
-	tree_cmp "$WORK/ref" "$WORK/k" "kernel view of the image"
+	tree_cmp "$WORK/ref" "$WORK/k/sng" "kernel view of the image"
+	if [[ $nxa =~ ^[0-9]+$ ]] && err=$(python3 -c "$XA_CHECK" "$WORK/k/xa/xattrs" "$nxa" 2>&1); then
+		ok "kernel view: the $nxa xattrs of xa/xattrs"
+	else
+		fail "kernel view of xa/xattrs: $err"
+	fi
 	loop_umount "$WORK/k"
 fi
 finish
