@@ -174,8 +174,8 @@ else
 fi
 st=$(getfattr --only-values -n user.sqfs-stage.status "$M" 2>/dev/null) || true
 log "status before the seal: $st"
-log "spool on disk: $(du -sh "$WORK"/.load.sqfs.spool.* | cut -f1), stored blocks" \
-	"$(du -sh "$WORK"/.load.sqfs.spool.*/blocks | cut -f1), for $(du -sh "$M" | cut -f1) staged"
+log "spool on disk: $(du -sh "$WORK"/.load.sqfs.spool.* | cut -f1) ($(cd "$WORK"/.load.sqfs.spool.* &&
+	du -sh -- * | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1}')), for $(du -sh "$M" | cut -f1) staged"
 
 # The reference: the same rounds on disk.
 section "reference"
