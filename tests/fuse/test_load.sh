@@ -17,7 +17,9 @@
 #   - the daemon's peak RSS (VmHWM, before the seal) is at most 64 MiB plus
 #     256 bytes per staged inode (the figure is printed; not judged when
 #     the daemon is built with a sanitizer);
-#   - the seal succeeds and the daemon exits 0;
+#   - the metadata journal stays bounded (compacted), and after kill -9 of
+#     the daemon, sqfs-stage --recover brings the whole tree back;
+#   - the seal (of the recovered tree) succeeds and the daemon exits 0;
 #   - the kernel's view of the image equals a reference tree made on disk
 #     from the same rounds (tree_cmp), and the image is byte-identical to
 #     sqfs-pack of the reference.
@@ -205,6 +207,22 @@ for root in "$M" "$REF"; do
 done
 # Reads every file through the mount again: off by default (time).
 [[ -n ${LOAD_STAGED_CMP-} ]] && tree_cmp "$REF" "$M" "staged view"
+
+# The metadata journal is compacted as it grows: bounded, whatever the
+# churn.  Then kill -9 and --recover: the recovered tree is what is sealed
+# and judged below.
+section "kill -9, recover"
+SP=$(echo "$WORK"/.load.sqfs.spool.*)
+jkb=$(du -sk "$SP/journal" | cut -f1)
+if ((jkb <= 32 * 1024)); then
+	ok "journal $((jkb >> 10)) MiB after the load (compacted)"
+else
+	fail "journal $((jkb >> 10)) MiB after the load (not compacted?)"
+fi
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null || true
+fusermount3 -u -z "$M"
+stage_mount "$WORK/load.sqfs" "$M" --recover "$SP" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,jobs=2
 
 section "seal"
 out=$(timeout 600 "$SEAL" --json "$M") || fail "sqfs-seal ($?)"
