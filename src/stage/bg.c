@@ -37,6 +37,16 @@
  * and files up to 16 TiB may be staged.  2^23 blocks: 1 TiB at 128 KiB.
  */
 #define BG_MAX_BLOCKS (1u << 23)
+/*
+ * Stored blocks start on this boundary (the usual file system block), so
+ * that punching a dead one frees whole blocks of SPOOL/blocks.
+ */
+#define BG_ALIGN 4096u
+
+static uint64_t aligned(uint64_t x)
+{
+	return (x + BG_ALIGN - 1) & ~(uint64_t)(BG_ALIGN - 1);
+}
 
 /* A queued file and the bytes it added to queued_bytes. */
 struct qent {
@@ -108,30 +118,37 @@ static uint64_t full_blocks(const struct stage *s, const struct snode *n)
 	return n->size / s->opts.img.comp.block_size;
 }
 
-/*
- * A stored block is no longer wanted: give its bytes in SPOOL/blocks back
- * to the file system.  The store is only a cache of the seal's work, but it
- * shares the spool's space with the staged data: without this, removing or
- * rewriting files would free nothing of it until the daemon exits, and a
- * full spool would stay full.
- */
-static void punch(struct stage_bg *bg, uint64_t off, uint32_t word)
-{
-	uint32_t len = word & ~(1u << 24);
-
-	if (bg && word != BG_NONE && len)
-		fallocate(bg->cfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-			  (off_t)len);
-}
-
 static int block_missing(const struct snode *n, uint64_t i)
 {
 	return i >= n->ncblk || n->cblk[i].word == BG_NONE;
 }
 
+/*
+ * Give the disk space of dead stored blocks back (SPOOL/blocks only ever
+ * grows at its end, so a file rewritten again and again would otherwise
+ * leave its old blocks there until the daemon exits).  An entry owns the
+ * bytes from its start to the next BG_ALIGN boundary after its end; best
+ * effort.
+ */
+static void punch(struct stage_bg *bg, uint64_t off, uint64_t len)
+{
+	if (bg && len)
+		(void)fallocate(bg->cfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				(off_t)off, (off_t)len);
+}
+
+/* The same for one stored block by its entry (off, size word). */
+static void punch_entry(struct stage_bg *bg, uint64_t off, uint32_t word)
+{
+	uint32_t len = word & ~(1u << 24);
+
+	if (word != BG_NONE && len)
+		punch(bg, off, aligned(len));
+}
+
 void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len)
 {
-	uint64_t bs = s->opts.img.comp.block_size, first, last, i;
+	uint64_t bs = s->opts.img.comp.block_size, first, last, i, ps = 0, pe = 0;
 
 	n->wgen++;
 	if (!n->ncblk || !len)
@@ -141,9 +158,21 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 	if (last > n->ncblk)
 		last = n->ncblk;
 	for (i = first; i < last; i++) {
-		punch(s->bg, n->cblk[i].off, n->cblk[i].word);
-		n->cblk[i].word = BG_NONE;
+		struct centry *c = &n->cblk[i];
+		uint64_t l = c->word & ~(1u << 24);
+
+		if (c->word != BG_NONE && l) {
+			/* Runs of neighbours go in one call. */
+			if (c->off != pe) {
+				punch(s->bg, ps, pe - ps);
+				ps = c->off;
+				pe = c->off;
+			}
+			pe += aligned(l);
+		}
+		c->word = BG_NONE;
 	}
+	punch(s->bg, ps, pe - ps);
 	if (first == 0 && last == n->ncblk) {
 		free(n->cblk);
 		n->cblk = NULL;
@@ -184,7 +213,7 @@ void stage_bg_forget(struct stage *s, struct snode *n)
 	uint32_t i;
 
 	for (i = 0; i < n->ncblk; i++)
-		punch(s->bg, n->cblk[i].off, n->cblk[i].word);
+		punch_entry(s->bg, n->cblk[i].off, n->cblk[i].word);
 	free(n->cblk);
 	n->cblk = NULL;
 	n->ncblk = 0;
@@ -202,6 +231,8 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 	if (j->size_word) {
 		size_t done = 0;
 		ssize_t w = 0;
+
+		bg->cend = aligned(bg->cend);
 
 		/* A short write is retried: the second one says why (ENOSPC). */
 		while (done < j->result_len) {
@@ -241,7 +272,7 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 			struct centry *c = realloc(n->cblk, (size_t)cap * sizeof(*c));
 
 			if (!c) {
-				punch(bg, off, j->size_word);
+				punch_entry(bg, off, j->size_word);
 				goto out;
 			}
 			for (i = n->ncblk; i < cap; i++)
@@ -250,14 +281,14 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 			n->ncblk = cap;
 		}
 		/* A block stored twice (queued again meanwhile): keep the last. */
-		punch(bg, n->cblk[j->index].off, n->cblk[j->index].word);
+		punch_entry(bg, n->cblk[j->index].off, n->cblk[j->index].word);
 		n->cblk[j->index].off = off;
 		n->cblk[j->index].word = j->size_word;
 		bg->stored_blocks++;
 		bg->stored_bytes += j->result_len;
 	} else {
 		/* The file changed or went while the block was compressed. */
-		punch(bg, off, j->size_word);
+		punch_entry(bg, off, j->size_word);
 	}
 out:
 	pthread_mutex_unlock(&s->lock);

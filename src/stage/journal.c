@@ -36,6 +36,11 @@
 
 #define JNL_MAGIC 0x424a5153u	/* "SQJB" */
 #define JNL_HDR 16
+/*
+ * Between seals the journal only grows; once it is this large and four
+ * times what a snapshot of the tree took, it is rewritten as a snapshot.
+ */
+#define JNL_COMPACT_MIN ((uint64_t)16 << 20)
 
 enum { R_NODE = 1, R_ADD, R_DEL, R_XSET, R_XDEL };
 
@@ -52,6 +57,8 @@ struct stage_jnl {
 	fuse_ino_t *dirty;	/* nodes marked during the operation */
 	size_t ndirty, cdirty;
 	uint64_t mark;		/* operation number, to mark a node once */
+	uint64_t size;		/* bytes in the journal file */
+	uint64_t snap_size;	/* of them, the snapshot it started from */
 };
 
 static int jb_reserve(struct jbuf *b, size_t n)
@@ -225,6 +232,8 @@ static int batch_write(struct stage_jnl *j)
 	put_le32(h + 4, plen);
 	put_le64(h + 8, sum);
 	ret = write_all(j->fd, j->out.p, j->out.len);
+	if (!ret)
+		j->size += j->out.len;
 	j->out.len = 0;
 	return ret;
 }
@@ -265,6 +274,17 @@ out:
 	j->ndirty = 0;
 	j->rec.len = 0;
 	j->out.len = 0;
+	if (!j->err && j->size > JNL_COMPACT_MIN && j->size / 4 > j->snap_size) {
+		uint64_t size = j->size;
+
+		ret = stage_jnl_rewrite(s);
+		if (ret) {
+			/* Go on appending; try again when it has doubled. */
+			stage_log(s, LOG_WARNING, "compacting the journal: %s", strerror(-ret));
+			j->size = size;
+			j->snap_size = size / 2;
+		}
+	}
 }
 
 int stage_jnl_sync(struct stage *s)
@@ -396,6 +416,7 @@ int stage_jnl_rewrite(struct stage *s)
 	old = j->fd;
 	j->fd = fd;
 	j->out.len = 0;
+	j->size = 0;
 	ret = snap_nodes(s, j);
 	if (!ret)
 		ret = snap_entries(s, j);
@@ -417,6 +438,7 @@ int stage_jnl_rewrite(struct stage *s)
 	}
 	close(j->fd);
 	j->fd = fd;
+	j->snap_size = j->size;
 	j->err = 0;
 	j->ndirty = 0;
 	j->rec.len = 0;

@@ -336,6 +336,8 @@ void node_unlinked(struct stage *s, struct snode *n)
 	n->links--;
 	node_touch(n, 0, 1);
 	if (!n->links && S_ISREG(n->mode)) {
+		/* No seal takes its stored blocks any more: free their space. */
+		stage_bg_changed(s, n, 0, UINT64_MAX);
 		/* Open handles keep their own fds, so the data lives on. */
 		snprintf(p, sizeof(p), "%llu", (unsigned long long)n->ino);
 		unlinkat(s->datafd, p, 0);
@@ -510,6 +512,15 @@ const struct sxattr *xattr_get(const struct snode *n, const char *name)
 	return xfind(n, name);
 }
 
+static size_t xattr_list_size(const struct snode *n)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < n->nxattrs; i++)
+		len += strlen(n->xattrs[i].name) + 1;
+	return len;
+}
+
 int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int flags)
 {
 	struct sxattr *x = xfind(n, name), *arr;
@@ -528,6 +539,15 @@ int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int
 		x->value = copy;
 		x->size = size;
 		return 0;
+	}
+	/*
+	 * A new name must leave the name list within what listxattr(2) can
+	 * return (XATTR_LIST_MAX), or the file's xattrs could never be listed
+	 * (copied, backed up) again; it also bounds the memory per inode.
+	 */
+	if (xattr_list_size(n) + strlen(name) + 1 > STAGE_XATTR_LIST_MAX) {
+		free(copy);
+		return -ENOSPC;
 	}
 	arr = realloc(n->xattrs, (n->nxattrs + 1) * sizeof(*arr));
 	if (!arr) {

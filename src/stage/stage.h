@@ -39,6 +39,8 @@
 #define STAGE_SEAL_BUF 65536	/* sqfs-seal's buffer for the reply */
 /* Read-only on the root: the background compression backlog, as JSON. */
 #define STAGE_STATUS_XATTR "user.sqfs-stage.status"
+/* The most a node's xattr names take listed (XATTR_LIST_MAX). */
+#define STAGE_XATTR_LIST_MAX 65536
 
 struct snode;
 

@@ -16,6 +16,8 @@
  *   punch    fallocate(PUNCH_HOLE|KEEP_SIZE) (turned off on EOPNOTSUPP)
  *   fsync    fsync
  *   reopen   close and open again
+ *   append   write through a second descriptor opened with O_APPEND
+ *   otrunc   close, open again with O_TRUNC
  *   idle     close, wait until the background compression of the mount is
  *            idle (the root xattr user.sqfs-stage.status of -x DIR: no
  *            queued file, not busy), open again: the next reads and the
@@ -46,12 +48,13 @@
 #define STATUS_XATTR "user.sqfs-stage.status"
 
 enum { OP_WRITE, OP_TRUNC, OP_READ, OP_MAPREAD, OP_SEEK, OP_PUNCH, OP_FSYNC,
-       OP_REOPEN, OP_IDLE, OP_COUNT };
+       OP_REOPEN, OP_IDLE, OP_APPEND, OP_OTRUNC, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {
-	"write", "trunc", "read", "mapread", "seek", "punch", "fsync", "reopen", "idle"
+	"write", "trunc", "read", "mapread", "seek", "punch", "fsync", "reopen", "idle",
+	"append", "otrunc"
 };
-/* Relative frequencies, out of 1000. */
-static const unsigned op_weight[OP_COUNT] = { 400, 60, 230, 120, 100, 30, 20, 25, 15 };
+/* Relative frequencies. */
+static const unsigned op_weight[OP_COUNT] = { 400, 60, 230, 120, 100, 30, 20, 25, 15, 20, 3 };
 
 static const char *path;
 static const char *mount_dir;
@@ -408,6 +411,43 @@ static void op_idle(void)
 	do_open();
 }
 
+static void op_append(void)
+{
+	uint64_t len = 1 + below(below(2) ? 2 * bsize : maxwrite), i;
+	ssize_t w;
+	int afd;
+
+	if (size >= maxlen) {
+		oplog("append (file full, skipped)");
+		return;
+	}
+	if (len > maxlen - size)
+		len = maxlen - size;
+	for (i = 0; i < len; i++)
+		buf[i] = (unsigned char)(opno + i * 7);
+	oplog("append +0x%" PRIx64 " size 0x%" PRIx64, len, size);
+	afd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (afd < 0)
+		die("open O_APPEND: %s", strerror(errno));
+	w = write(afd, buf, len);
+	if (w != (ssize_t)len)
+		die("append write: %zd of %" PRIu64 ": %s", w, len, w < 0 ? strerror(errno) : "short");
+	if (close(afd))
+		die("close: %s", strerror(errno));
+	memcpy(model + size, buf, len);
+	size += len;
+}
+
+static void op_otrunc(void)
+{
+	oplog("otrunc close, open O_TRUNC (size 0x%" PRIx64 ")", size);
+	do_close();
+	fd = open(path, O_RDWR | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		die("open O_TRUNC: %s", strerror(errno));
+	set_size(0);
+}
+
 static void final_check(const char *model_out)
 {
 	ssize_t r;
@@ -516,7 +556,9 @@ int main(int argc, char **argv)
 			do_close();
 			do_open();
 			break;
-		default: op_idle(); break;
+		case OP_IDLE: op_idle(); break;
+		case OP_APPEND: op_append(); break;
+		default: op_otrunc(); break;
 		}
 	}
 	opno = nops;

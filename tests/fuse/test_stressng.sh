@@ -1,0 +1,178 @@
+#!/bin/bash
+# test_stressng.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
+#
+# stress-ng's file system stressors against a mount (--temp-path inside it,
+# --verify where the stressor checks data), one stressor at a time with two
+# instances each, then all of them at once: each run must exit 0 with no
+# failure reported and no stressor skipped, and the daemon must stay up.
+# A file gets xattrs until the mount refuses: ENOSPC, while listxattr(2)
+# still works.  Then the seal: the daemon exits 0 and the kernel mounts the
+# image, whose tree equals a copy of the staged tree taken just before the
+# seal (xattrs included).
+#
+# Not run, and why:
+#   fiemap   FS_IOC_FIEMAP does not exist on FUSE (stress-ng skips it)
+#   io       its sync(2) flushes every file system of the machine: noise
+#            for the other tests, nothing for ours (iomix covers the I/O)
+#   aio/aiol no point: FUSE turns them into plain reads and writes
+# Sizes are cut down from stress-ng's defaults (1 GB per hdd/fallocate
+# worker, a 256 MB file for mmap, whose setup alone writes it page by page
+# and takes minutes through FUSE).
+# Environment: STRESS_SECONDS (seconds per stressor, default 2),
+# STRESS_SLOW_SECONDS (the limit for the @slow ones below, 60),
+# STRESS_INSTANCES (2).
+set -euo pipefail
+# shellcheck source=tests/fuse/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "$@"
+need_loop
+need_cmd stress-ng timeout
+SECS=${STRESS_SECONDS:-2}
+N=${STRESS_INSTANCES:-2}
+SLOW=${STRESS_SLOW_SECONDS:-60}
+MT=1700000000
+
+M=$WORK/m
+stage_mount "$WORK/s.sqfs" "$M" -o comp=zstd:3,block_size=4K,mkfs_time=$MT,jobs=2
+mkdir "$M/sng"
+
+# NAME OPTIONS... [@slow]: one entry per stressor.  @slow: its bogo
+# operation is thousands of FUSE requests (8192 links, xattrs until the
+# file is full, a file mapped and written page by page), so it runs for a
+# few operations, with SLOW_SECONDS as the limit, instead of for SECS.
+STRESSORS=(
+	"dir"
+	"dentry"
+	"dirdeep --dirdeep-inodes 2000"
+	"dirmany"
+	"link --link-ops 2 @slow"
+	"symlink --symlink-ops 2 @slow"
+	"rename"
+	"filename"
+	"mknod"
+	"chmod"
+	"chown"
+	"utime"
+	"xattr --xattr-ops 2 @slow"
+	"open"
+	"fstat"
+	"fcntl"
+	"lockf"
+	"flock"
+	"hdd --hdd-bytes 32M --hdd-opts wr-rnd,rd-rnd,fsync"
+	"hdd --hdd-bytes 32M --hdd-opts wr-seq,rd-seq,utimes,fdatasync"
+	"seek --seek-size 64M"
+	"fallocate --fallocate-bytes 16M"
+	"fpunch"
+	"copy-file --copy-file-bytes 128M"
+	"readahead --readahead-bytes 16M"
+	"sync-file --sync-file-bytes 16M"
+	"iomix --iomix-bytes 16M"
+	"mmap --mmap-file --mmap-bytes 4M --mmap-ops 2 @slow"
+)
+
+# run LABEL ARGS...: stress-ng ARGS in the mount; judge its exit status and
+# its report (and, except all at once, that each stressor did something).
+run() {
+	local label=$1 rc=0 out
+	shift
+	out=$(timeout $((SLOW * 2 + 60)) stress-ng "$@" --temp-path "$M/sng" --verify \
+		--metrics-brief 2>&1) || rc=$?
+	if ((rc == 124)); then
+		fail "stress-ng $label: still running long after its time (deadlock?)"
+	elif ((rc != 0)); then
+		fail "stress-ng $label exited $rc:"
+		tail -n 15 <<<"$out" >&2
+	elif grep -Eiq 'fail|skipping stressor|not supported' <<<"$out"; then
+		fail "stress-ng $label reports a failure or a skip:"
+		grep -Ei 'fail|skipping|not supported' <<<"$out" | head -n 10 >&2
+	else
+		# bogo ops per stressor: none done is a failure too
+		ops=$(awk '$3 ~ /^\[[0-9]+\]$/ && $5 ~ /^[0-9]+$/ {print $4 "=" $5}' <<<"$out" | sort -u | xargs)
+		if [[ $label != "all at once" ]] && [[ -z $ops || " $ops " == *=0\ * ]]; then
+			fail "stress-ng $label: no progress (bogo ops: ${ops:-none})"
+		else
+			ok "stress-ng $label: bogo ops $ops"
+		fi
+	fi
+	if ! kill -0 "$DPID" 2>/dev/null || ! mountpoint -q "$M"; then
+		fail "the daemon died during stress-ng $label"
+		finish
+	fi
+}
+
+t0=$SECONDS
+all=()
+for s in "${STRESSORS[@]}"; do
+	t=$SECS
+	[[ $s == *" @slow" ]] && t=$SLOW s=${s% @slow}
+	read -r -a a <<<"$s"
+	run "${a[0]}" --"${a[0]}" "$N" "${a[@]:1}" --timeout "$t"
+	# all at once: one instance each (the second hdd line is left out:
+	# options are global to the run)
+	[[ ${a[0]} == hdd && " ${all[*]} " == *" --hdd "* ]] && continue
+	all+=(--"${a[0]}" 1 "${a[@]:1}")
+done
+log "one at a time: $((SECONDS - t0)) s"
+run "all at once" "${all[@]}" --timeout $((SECS * 3))
+log "stress-ng: $((SECONDS - t0)) s"
+
+# What stress-ng --xattr does until the file system refuses: the refusal
+# must come (ENOSPC) while listxattr(2) still lists them all, and the image
+# must hold them (the kernel view below).
+# (In a directory of its own: a copy on ext4 cannot hold them all.)
+mkdir "$M/xa"
+XA_CHECK='
+import os, sys
+p, n = sys.argv[1], int(sys.argv[2])
+names = sorted(os.listxattr(p))
+want = sorted("user.stress-ng-like-name-%06d" % i for i in range(n))
+if names != want:
+    sys.exit("%d names, %d expected" % (len(names), n))
+for i in range(n):
+    v = os.getxattr(p, "user.stress-ng-like-name-%06d" % i)
+    if v != b"v%d" % i:
+        sys.exit("value %d: %r" % (i, v))
+'
+if nxa=$(python3 - "$M/xa/xattrs" <<'EOF2'
+import errno, os, sys
+p = sys.argv[1]
+open(p, "w").close()
+n = 0
+try:
+    while n < 100000:
+        os.setxattr(p, "user.stress-ng-like-name-%06d" % n, b"v%d" % n)
+        n += 1
+except OSError as e:
+    if e.errno != errno.ENOSPC:
+        sys.exit("setxattr #%d: %s" % (n, e))
+if n == 100000:
+    sys.exit("100000 xattrs and no refusal")
+print(n)
+EOF2
+) && python3 -c "$XA_CHECK" "$M/xa/xattrs" "$nxa"; then
+	ok "xattrs: $nxa set, then ENOSPC, all listed"
+else
+	fail "xattrs until refused: $nxa"
+fi
+
+# stress-ng cleans up after itself: the mount holds sng/ only.
+left=$(find "$M/sng" -mindepth 1 | head -n 5)
+[[ -z $left ]] || fail "stress-ng left entries behind: $left"
+# Something to find in the image, then a copy of the staged tree.
+cp -a "$FUSE_TESTS_DIR/lib.sh" "$M/sng/lib.sh"
+head -c 300000 /dev/urandom >"$M/sng/random.bin"
+cp -a "$M/sng" "$WORK/ref"
+out=$(timeout 300 "$SEAL" --json "$M") || fail "sqfs-seal"
+wait_daemon 0
+if loop_mount "$WORK/s.sqfs" "$WORK/k"; then
+	tree_cmp "$WORK/ref" "$WORK/k/sng" "kernel view of the image"
+	if [[ $nxa =~ ^[0-9]+$ ]] && err=$(python3 -c "$XA_CHECK" "$WORK/k/xa/xattrs" "$nxa" 2>&1); then
+		ok "kernel view: the $nxa xattrs of xa/xattrs"
+	else
+		fail "kernel view of xa/xattrs: $err"
+	fi
+	loop_umount "$WORK/k"
+fi
+finish
