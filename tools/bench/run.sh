@@ -216,11 +216,14 @@ new_sample() { rm -rf "$S"; mkdir -p "$S"; rm -rf "$WORK/img"; mkdir -p "$WORK/i
 record() {
 	local mode=$1 case=$2 comp=$3 jobs=$4 tool=$5 rep=$6 wall=$7 img=$8 cmd=$9
 	shift 9
-	local size=
-	[[ -n $img && -f $img ]] && size=$(stat -c %s "$img")
+	local size= used=
+	if [[ -n $img && -f $img ]]; then
+		size=$(stat -c %s "$img")
+		used=$(od -An -t u8 -j 40 -N 8 "$img" | tr -d ' ')	# superblock bytes_used (unpadded)
+	fi
 	python3 "$STATS" record "$CSV" "$S" date="$STAMP" host="$HOST" mode="$mode" corpus="$(basename "$CDIR")" \
 		case="$case" comp="$comp" jobs="$jobs" tool="$tool" rep="$rep" wall_s="$wall" image_bytes="$size" \
-		cmd="$cmd" "$@"
+		cmd="$cmd" ${used:+fs_bytes=$used} "$@"
 	log "$mode $case $comp j$jobs $tool rep $rep: wall $wall s${size:+, image $size bytes}"
 	rm -rf "$WORK/img"
 	sync
@@ -671,7 +674,10 @@ report() {	# MODE
 	log "wrote $f"
 }
 
-ARGS="--corpus $CORPUS --reps $REPS --jobs $JOBS --modes $MODES${COMPS:+ --comps $COMPS}$([[ $MODES == *scaling* ]] && echo " --scaling-jobs $SCALING_JOBS")$([[ $DEBOOTSTRAP -eq 1 ]] && echo ' --debootstrap')"
+ARGS="--corpus $CORPUS --reps $REPS --jobs $JOBS --modes $MODES${COMPS:+ --comps $COMPS}"
+[[ $MODES == *scaling* ]] && ARGS+=" --scaling-jobs $SCALING_JOBS"
+[[ $DEBOOTSTRAP -eq 1 ]] && ARGS+=" --debootstrap"
+[[ -n $TAG ]] && ARGS+=" --tag $TAG"
 log "corpus $CDIR; results $BASE-*; work $WORK"
 warm
 for m in ${MODES//,/ }; do

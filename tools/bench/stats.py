@@ -122,7 +122,8 @@ def ratio(a, b):
 
 
 METRICS = [("wall_s", "Wall time"), ("cpu_s", "CPU time (user+sys, every process)"),
-           ("rss_max_kb", "Peak RSS (largest process)"), ("image_bytes", "Image size (bytes)")]
+           ("rss_max_kb", "Peak RSS (largest process)"), ("image_bytes", "Image file size (bytes)"),
+           ("fs_bytes", "Filesystem size: superblock bytes_used, before padding (bytes)")]
 
 
 def table(G, tools, pairs, metric, title, out, case_col=True):
