@@ -239,8 +239,8 @@ def report(path, mode):
                     cells.append(ratio(*walls))
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
-        out.append("Speed-up = wall(jobs=%s) × %s / wall(jobs) (relative to the smallest jobs value measured),"
-                   " efficiency = speed-up / jobs." % ("min", "min"))
+        out.append("Speed-up = wall(j0) × j0 / wall(jobs), j0 = the smallest jobs value measured (normally 1, "
+                   "so speed-up = wall(1) / wall(jobs)); efficiency = speed-up / jobs.")
         out.append("")
     out.append("Each cell: median of %s repetition(s); largest spread (max−min)/median of a wall or CPU "
                "cell in this mode: %.0f %%. Raw samples: the CSV beside this file." %
