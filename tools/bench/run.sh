@@ -2,8 +2,9 @@
 # tools/bench/run.sh: benchmark sqfs-pack / sqfs-stage against mksquashfs,
 # gensquashfs and tar2sqfs.  `run.sh --help` documents everything; so does
 # tools/README.
-set -euo pipefail
+set -Eeuo pipefail
 export LC_ALL=C
+trap 'echo "bench: ERROR: line $LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd -- "$HERE/../.." && pwd)
 NPROC=$(nproc)
