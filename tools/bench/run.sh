@@ -101,7 +101,7 @@ EOF
 }
 
 # --- options -------------------------------------------------------------------
-CORPUS=generated REPS=3 JOBS="1,$NPROC" SCALING_JOBS=$(seq -s, 1 "$NPROC") COMPS=
+CORPUS=generated REPS=3 JOBS=$( [[ $NPROC -gt 1 ]] && echo "1,$NPROC" || echo 1) SCALING_JOBS=$(seq -s, 1 "$NPROC") COMPS=
 MODES=pack,pipeline,fuse,scale,scaling DEBOOTSTRAP=0 TAG= NOTE= OUT=$HERE/results BUILD=
 while [[ $# -gt 0 ]]; do
 	case $1 in
