@@ -231,6 +231,7 @@ record() {
 }
 elapsed() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
 endof() { cat "$S/$1.end"; }
+minus() { python3 -c "import sys; print('%.6f' % (float(sys.argv[1]) - float(sys.argv[2])))" "$1" "$2"; }
 # Commands for the header, one per (mode, tool); CMDS_SEEN keys.
 declare -A CMDS_SEEN=()
 note_cmd() {	# MODE TOOL TEXT
@@ -282,7 +283,20 @@ sampler_start() {	# MNT
 	PIDS+=("$SPID")
 }
 # stage_seal MNT: sqfs-seal (timed as process "seal"), wait for the daemon.
+# First the sampler stops reading the xattr (see sampler.py); the time that
+# takes is PAUSE (seconds, ~0.01), which callers subtract from their walls.
 stage_seal() {
+	local h0=$EPOCHREALTIME i
+	if [[ -n ${SPID-} ]]; then
+		: >"$S/samples.csv.noxattr"
+		for ((i = 0; i < 500; i++)); do
+			[[ -e $S/samples.csv.ack ]] && break
+			kill -0 "$SPID" 2>/dev/null || break
+			sleep 0.01
+		done
+		[[ -e $S/samples.csv.ack ]] || ! kill -0 "$SPID" 2>/dev/null || die "the sampler did not stop reading the xattr"
+	fi
+	PAUSE=$(elapsed "$h0" "$EPOCHREALTIME")
 	"$TM" "$S/seal" "$SEAL" -q "$1"
 	local rc=0
 	wait "$TPID" || rc=$?
@@ -438,7 +452,7 @@ mode_pipeline() {
 					backlog_now "$mnt"
 					local hwm=$DAEMON_HWM bb=$BACKLOG_BYTES bf=$BACKLOG_FILES
 					stage_seal "$mnt"
-					t1=$EPOCHREALTIME
+					t1=$(minus "$EPOCHREALTIME" "$PAUSE")
 					keep_samples pipeline "$c" "$comp" "$j" stage "$rep"
 					local dcpu
 					dcpu=$(awk '{print $2 + $3}' "$S/daemon.time" | tail -n1)
@@ -531,7 +545,7 @@ mode_fuse() {
 					echo "$(elapsed "$t0" "$t1") $DAEMON_CPU 0 $DAEMON_HWM" >"$S/daemon-write.time"
 					stage_seal "$mnt"
 					local ts
-					ts=$(elapsed "$t1" "$EPOCHREALTIME")
+					ts=$(elapsed "$t1" "$(minus "$EPOCHREALTIME" "$PAUSE")")
 					mv "$S/daemon.time" "$S/daemon.rusage"
 					mv "$S/seal.time" "$S/seal.rusage"
 					keep_samples fuse "$c" "$comp" "$j" mount "$rep"
@@ -596,7 +610,8 @@ mode_scale() {
 					daemon_now
 					local hwm=$DAEMON_HWM rs
 					stage_seal "$mnt"
-					local tend=$EPOCHREALTIME
+					local tend
+					tend=$(minus "$EPOCHREALTIME" "$PAUSE")
 					# the sampler's t counts from its start ($SSTART, just after the mount)
 					rs=($(rss_summary "$(elapsed "$SSTART" "$t1")"))
 					keep_samples scale "$c" "$comp" "$j" stage "$rep"
