@@ -115,10 +115,10 @@ def fmt(v, metric):
     return "%g" % v
 
 
-def ratio(a, b):
+def ratio(a, b, digits=2):
     if a is None or b is None or b == 0:
         return "–"
-    return "%.2f" % (a / b)
+    return "%.*f" % (digits, a / b)
 
 
 METRICS = [("wall_s", "Wall time"), ("cpu_s", "CPU time (user+sys, every process)"),
@@ -135,7 +135,7 @@ def table(G, tools, pairs, metric, title, out, case_col=True):
     for case, comp, jobs in G.cases():
         vals = {t: G.med((case, comp, jobs, t), metric) for t in tools}
         cells = ([case] if case_col else []) + [comp, jobs] + [fmt(vals[t], metric) for t in tools] + \
-                [ratio(vals[a], vals[b]) for a, b in pairs]
+                [ratio(vals[a], vals[b], 4 if metric.endswith("bytes") else 2) for a, b in pairs]
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
 
