@@ -10,6 +10,7 @@ pkgs=(build-essential meson ninja-build pkg-config
       python3 xz-utils zstd gzip tar util-linux valgrind
       rsync debootstrap
       stress-ng				# tests/fuse/test_stressng.sh
+      time procps				# tools/bench
       clang-14 libclang-rt-14-dev)	# libFuzzer (tools/test.sh --mode=fuzz)
 
 # pjdfstest (tests/fuse/test_posix.sh): the Rust rewrite, built by cargo.  It

@@ -21,8 +21,9 @@
 #            depends on the machine: info.txt records it.
 # generated  gencorpus.py DIR $BENCH_SIZE $BENCH_SEED (small|full, seed 4):
 #            deterministic, no network.  See tools/README.
-set -euo pipefail
+set -Eeuo pipefail
 export LC_ALL=C
+trap 'echo "corpus: ERROR: line $LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${BENCH_CACHE:-/var/cache/sqfs-stage-bench}
 SIZE=${BENCH_SIZE:-full}
@@ -80,9 +81,10 @@ debian)
 		cp -a /usr/share "$DIR/tree/host/usr/"
 		used=$(du -sb "$DIR/tree" | cut -f1)
 		log "adding /usr/lib in sorted order up to $(( budget >> 20 )) MiB (now $(( used >> 20 )) MiB)"
-		# Whole entries (files, links) in path order until the budget is spent.
+		# Whole entries (files, links) in path order, skipping any that no
+		# longer fits, until the budget is spent.
 		find /usr/lib -xdev \( -type f -o -type l \) -printf '%s %p\n' | sort -k2 |
-			awk -v left=$((budget - used)) '{ if (left - $1 < 0) exit; left -= $1; sub(/^[0-9]+ \//, ""); print }' \
+			awk -v left=$((budget - used)) '$1 <= left { left -= $1; sub(/^[0-9]+ \//, ""); print }' \
 			>"$DIR/usrlib.list"
 		tar -C / --no-recursion -T "$DIR/usrlib.list" -cf - 2>/dev/null | tar -C "$DIR/tree/host" -xpf -
 		how="$how + host /usr/share + $(wc -l <"$DIR/usrlib.list") entries of /usr/lib (sorted, budget ${BENCH_DEBIAN_MB:-1024} MiB) of $(hostname) $(date -u +%F)"

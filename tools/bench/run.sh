@@ -2,8 +2,9 @@
 # tools/bench/run.sh: benchmark sqfs-pack / sqfs-stage against mksquashfs,
 # gensquashfs and tar2sqfs.  `run.sh --help` documents everything; so does
 # tools/README.
-set -euo pipefail
+set -Eeuo pipefail
 export LC_ALL=C
+trap 'echo "bench: ERROR: line $LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd -- "$HERE/../.." && pwd)
 NPROC=$(nproc)
@@ -100,7 +101,7 @@ EOF
 }
 
 # --- options -------------------------------------------------------------------
-CORPUS=generated REPS=3 JOBS="1,$NPROC" SCALING_JOBS=$(seq -s, 1 "$NPROC") COMPS=
+CORPUS=generated REPS=3 JOBS=$( [[ $NPROC -gt 1 ]] && echo "1,$NPROC" || echo 1) SCALING_JOBS=$(seq -s, 1 "$NPROC") COMPS=
 MODES=pack,pipeline,fuse,scale,scaling DEBOOTSTRAP=0 TAG= NOTE= OUT=$HERE/results BUILD=
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -216,17 +217,21 @@ new_sample() { rm -rf "$S"; mkdir -p "$S"; rm -rf "$WORK/img"; mkdir -p "$WORK/i
 record() {
 	local mode=$1 case=$2 comp=$3 jobs=$4 tool=$5 rep=$6 wall=$7 img=$8 cmd=$9
 	shift 9
-	local size=
-	[[ -n $img && -f $img ]] && size=$(stat -c %s "$img")
+	local size= used=
+	if [[ -n $img && -f $img ]]; then
+		size=$(stat -c %s "$img")
+		used=$(od -An -t u8 -j 40 -N 8 "$img" | tr -d ' ')	# superblock bytes_used (unpadded)
+	fi
 	python3 "$STATS" record "$CSV" "$S" date="$STAMP" host="$HOST" mode="$mode" corpus="$(basename "$CDIR")" \
 		case="$case" comp="$comp" jobs="$jobs" tool="$tool" rep="$rep" wall_s="$wall" image_bytes="$size" \
-		cmd="$cmd" "$@"
+		cmd="$cmd" ${used:+fs_bytes=$used} "$@"
 	log "$mode $case $comp j$jobs $tool rep $rep: wall $wall s${size:+, image $size bytes}"
 	rm -rf "$WORK/img"
 	sync
 }
 elapsed() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
 endof() { cat "$S/$1.end"; }
+minus() { python3 -c "import sys; print('%.6f' % (float(sys.argv[1]) - float(sys.argv[2])))" "$1" "$2"; }
 # Commands for the header, one per (mode, tool); CMDS_SEEN keys.
 declare -A CMDS_SEEN=()
 note_cmd() {	# MODE TOOL TEXT
@@ -278,7 +283,20 @@ sampler_start() {	# MNT
 	PIDS+=("$SPID")
 }
 # stage_seal MNT: sqfs-seal (timed as process "seal"), wait for the daemon.
+# First the sampler stops reading the xattr (see sampler.py); the time that
+# takes is PAUSE (seconds, ~0.01), which callers subtract from their walls.
 stage_seal() {
+	local h0=$EPOCHREALTIME i
+	if [[ -n ${SPID-} ]]; then
+		: >"$S/samples.csv.noxattr"
+		for ((i = 0; i < 500; i++)); do
+			[[ -e $S/samples.csv.ack ]] && break
+			kill -0 "$SPID" 2>/dev/null || break
+			sleep 0.01
+		done
+		[[ -e $S/samples.csv.ack ]] || ! kill -0 "$SPID" 2>/dev/null || die "the sampler did not stop reading the xattr"
+	fi
+	PAUSE=$(elapsed "$h0" "$EPOCHREALTIME")
 	"$TM" "$S/seal" "$SEAL" -q "$1"
 	local rc=0
 	wait "$TPID" || rc=$?
@@ -434,7 +452,7 @@ mode_pipeline() {
 					backlog_now "$mnt"
 					local hwm=$DAEMON_HWM bb=$BACKLOG_BYTES bf=$BACKLOG_FILES
 					stage_seal "$mnt"
-					t1=$EPOCHREALTIME
+					t1=$(minus "$EPOCHREALTIME" "$PAUSE")
 					keep_samples pipeline "$c" "$comp" "$j" stage "$rep"
 					local dcpu
 					dcpu=$(awk '{print $2 + $3}' "$S/daemon.time" | tail -n1)
@@ -527,7 +545,7 @@ mode_fuse() {
 					echo "$(elapsed "$t0" "$t1") $DAEMON_CPU 0 $DAEMON_HWM" >"$S/daemon-write.time"
 					stage_seal "$mnt"
 					local ts
-					ts=$(elapsed "$t1" "$EPOCHREALTIME")
+					ts=$(elapsed "$t1" "$(minus "$EPOCHREALTIME" "$PAUSE")")
 					mv "$S/daemon.time" "$S/daemon.rusage"
 					mv "$S/seal.time" "$S/seal.rusage"
 					keep_samples fuse "$c" "$comp" "$j" mount "$rep"
@@ -592,7 +610,8 @@ mode_scale() {
 					daemon_now
 					local hwm=$DAEMON_HWM rs
 					stage_seal "$mnt"
-					local tend=$EPOCHREALTIME
+					local tend
+					tend=$(minus "$EPOCHREALTIME" "$PAUSE")
 					# the sampler's t counts from its start ($SSTART, just after the mount)
 					rs=($(rss_summary "$(elapsed "$SSTART" "$t1")"))
 					keep_samples scale "$c" "$comp" "$j" stage "$rep"
@@ -671,7 +690,10 @@ report() {	# MODE
 	log "wrote $f"
 }
 
-ARGS="--corpus $CORPUS --reps $REPS --jobs $JOBS --modes $MODES${COMPS:+ --comps $COMPS}$([[ $MODES == *scaling* ]] && echo " --scaling-jobs $SCALING_JOBS")$([[ $DEBOOTSTRAP -eq 1 ]] && echo ' --debootstrap')"
+ARGS="--corpus $CORPUS --reps $REPS --jobs $JOBS --modes $MODES${COMPS:+ --comps $COMPS}"
+[[ $MODES == *scaling* ]] && ARGS+=" --scaling-jobs $SCALING_JOBS"
+[[ $DEBOOTSTRAP -eq 1 ]] && ARGS+=" --debootstrap"
+[[ -n $TAG ]] && ARGS+=" --tag $TAG"
 log "corpus $CDIR; results $BASE-*; work $WORK"
 warm
 for m in ${MODES//,/ }; do

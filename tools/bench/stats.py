@@ -115,14 +115,15 @@ def fmt(v, metric):
     return "%g" % v
 
 
-def ratio(a, b):
+def ratio(a, b, digits=2):
     if a is None or b is None or b == 0:
         return "–"
-    return "%.2f" % (a / b)
+    return "%.*f" % (digits, a / b)
 
 
 METRICS = [("wall_s", "Wall time"), ("cpu_s", "CPU time (user+sys, every process)"),
-           ("rss_max_kb", "Peak RSS (largest process)"), ("image_bytes", "Image size (bytes)")]
+           ("rss_max_kb", "Peak RSS (largest process)"), ("image_bytes", "Image file size (bytes)"),
+           ("fs_bytes", "Filesystem size: superblock bytes_used, before padding (bytes)")]
 
 
 def table(G, tools, pairs, metric, title, out, case_col=True):
@@ -134,7 +135,7 @@ def table(G, tools, pairs, metric, title, out, case_col=True):
     for case, comp, jobs in G.cases():
         vals = {t: G.med((case, comp, jobs, t), metric) for t in tools}
         cells = ([case] if case_col else []) + [comp, jobs] + [fmt(vals[t], metric) for t in tools] + \
-                [ratio(vals[a], vals[b]) for a, b in pairs]
+                [ratio(vals[a], vals[b], 4 if metric.endswith("bytes") else 2) for a, b in pairs]
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
 
@@ -238,8 +239,8 @@ def report(path, mode):
                     cells.append(ratio(*walls))
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
-        out.append("Speed-up = wall(jobs=%s) × %s / wall(jobs) (relative to the smallest jobs value measured),"
-                   " efficiency = speed-up / jobs." % ("min", "min"))
+        out.append("Speed-up = wall(j0) × j0 / wall(jobs), j0 = the smallest jobs value measured (normally 1, "
+                   "so speed-up = wall(1) / wall(jobs)); efficiency = speed-up / jobs.")
         out.append("")
     out.append("Each cell: median of %s repetition(s); largest spread (max−min)/median of a wall or CPU "
                "cell in this mode: %.0f %%. Raw samples: the CSV beside this file." %
