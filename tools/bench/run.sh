@@ -31,7 +31,8 @@ Options:
                         zstd for fuse and scale).  Each runs at the peers'
                         default level, passed to every tool explicitly:
                         gzip:9 xz:6 lzo:8 (lzo1x_999) lz4 (fast, not HC)
-                        zstd:15; zstd:19 is zstd at level 19 for everyone.
+                        zstd:15; zstd:N (1..22, e.g. zstd:19, or zstd:3 for the
+                        pipeline target) is zstd at level N for everyone.
   --modes LIST          pack,pipeline,fuse,scale,scaling (default: all)
   --debootstrap         pipeline: add the producer debootstrap --variant=minbase
                         bookworm (from the .debs cached by tests/fuse/test_rootfs.sh
@@ -129,7 +130,7 @@ for m in ${MODES//,/ }; do
 	case $m in pack|pipeline|fuse|scale|scaling) ;; *) echo "run.sh: unknown mode '$m'" >&2; exit 2 ;; esac
 done
 for c in ${COMPS//,/ }; do
-	case $c in gzip|xz|lzo|lz4|zstd|zstd:19) ;; *) echo "run.sh: unknown compressor '$c'" >&2; exit 2 ;; esac
+	case $c in gzip|xz|lzo|lz4|zstd|zstd:[1-9]|zstd:1[0-9]|zstd:2[0-2]) ;; *) echo "run.sh: unknown compressor '$c'" >&2; exit 2 ;; esac
 done
 for j in ${JOBS//,/ } ${SCALING_JOBS//,/ }; do
 	[[ $j =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: bad jobs value '$j'" >&2; exit 2; }
@@ -205,7 +206,7 @@ comp_args() {
 	lzo) OURS=lzo:8 MKSQ=(-comp lzo -Xcompression-level 8) NG=(-c lzo -X level=8) ;;
 	lz4) OURS=lz4 MKSQ=(-comp lz4) NG=(-c lz4) ;;
 	zstd) OURS=zstd:15 MKSQ=(-comp zstd -Xcompression-level 15) NG=(-c zstd -X level=15) ;;
-	zstd:19) OURS=zstd:19 MKSQ=(-comp zstd -Xcompression-level 19) NG=(-c zstd -X level=19) ;;
+	zstd:*) OURS=$1 MKSQ=(-comp zstd -Xcompression-level "${1#zstd:}") NG=(-c zstd -X "level=${1#zstd:}") ;;
 	*) die "unknown compressor $1" ;;
 	esac
 }
