@@ -484,7 +484,11 @@ void node_stat(const struct snode *n, struct stat *st)
 		st->st_size = (off_t)strlen(n->target);
 	else if (S_ISDIR(n->mode))
 		st->st_size = (off_t)(n->nents + 2) * 32;
-	st->st_blksize = 4096;
+	/*
+	 * What cp, tar and stdio size their writes by: one request of the
+	 * largest size the kernel sends us (max_write) instead of 32.
+	 */
+	st->st_blksize = STAGE_IO_SIZE;
 	st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
 	st->st_atim = n->atime;
 	st->st_mtim = n->mtime;

@@ -124,7 +124,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	struct stage *s = userdata;
 	int ret;
 
-	conn->max_write = 1u << 20;
+	conn->max_write = STAGE_IO_SIZE;
 	conn->time_gran = 1;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
@@ -772,6 +772,11 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = 1;
+	/*
+	 * Writes reach the spool before they are answered, so a close has
+	 * nothing left to report: spare every close a round trip.
+	 */
+	fi->noflush = 1;
 	return 0;
 }
 
@@ -1093,6 +1098,76 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+#define ACL_ACCESS "system.posix_acl_access"
+#define ACL_DEFAULT "system.posix_acl_default"
+
+/*
+ * The permission bits an access ACL (the kernel's xattr form: a version
+ * word, then tag, perm, id entries) stands for, if it has only the three
+ * base entries, which say no more than the mode does (ext4 keeps no ACL
+ * for them either).  Named users and groups cannot be stored: ENOTSUP.
+ */
+static int acl_to_perm(const char *value, size_t size, mode_t *perm)
+{
+	const unsigned char *p = (const unsigned char *)value;
+	unsigned int seen = 0, tag, bits, shift;
+	size_t i;
+
+	if (size < 4 || (size - 4) % 8 || p[0] != 2 || p[1] || p[2] || p[3])
+		return EINVAL;
+	*perm = 0;
+	for (i = 4; i < size; i += 8) {
+		tag = p[i] | (unsigned int)p[i + 1] << 8;
+		bits = p[i + 2] | (unsigned int)p[i + 3] << 8;
+		switch (tag) {
+		case 0x01: shift = 6; break;	/* ACL_USER_OBJ */
+		case 0x04: shift = 3; break;	/* ACL_GROUP_OBJ */
+		case 0x20: shift = 0; break;	/* ACL_OTHER */
+		case 0x02: case 0x08: case 0x10:	/* USER, GROUP, MASK */
+			return ENOTSUP;
+		default:
+			return EINVAL;
+		}
+		if ((seen & tag) || bits > 7)
+			return EINVAL;
+		seen |= tag;
+		*perm |= (mode_t)bits << shift;
+	}
+	return seen == 0x25 ? 0 : EINVAL;
+}
+
+/*
+ * setxattr of a base access ACL is a chmod: what cp -a, tar --acls and
+ * rsync -A set on every file, so it spares them the fallback chmod (a
+ * round trip each).
+ */
+static void acl_chmod(fuse_req_t req, fuse_ino_t ino, const char *value, size_t size)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	mode_t perm;
+	int err;
+
+	err = acl_to_perm(value, size, &perm);
+	if (!err) {
+		lock(s);
+		n = stage_get(s, ino);
+		if (!n) {
+			err = ENOENT;
+		} else {
+			n->mode = (n->mode & ~(mode_t)0777) | perm;
+			touch(s, n, 0, 1);
+			stage_jnl_node(s, n);
+			s->gen++;
+		}
+		unlock(s);
+	}
+	/* The kernel does not expect a setxattr to change the mode it caches. */
+	if (!err && s->se)
+		fuse_lowlevel_notify_inval_inode(s->se, ino, -1, 0);
+	fuse_reply_err(req, err);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -1102,6 +1177,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 	if (!strcmp(name, STAGE_SEAL_XATTR) || !strcmp(name, STAGE_STATUS_XATTR)) {
 		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (!strcmp(name, ACL_ACCESS)) {
+		acl_chmod(req, ino, value, size);
 		return;
 	}
 	if (!xattr_name_ok(name)) {
@@ -1205,6 +1284,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		status_request(req, size);
 		return;
 	}
+	/* No ACL beyond the mode is ever kept (see acl_chmod). */
+	if (!strcmp(name, ACL_ACCESS) || !strcmp(name, ACL_DEFAULT)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	if (!xattr_name_ok(name)) {
 		fuse_reply_err(req, ENOTSUP);
 		return;
@@ -1275,6 +1359,14 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct snode *n;
 	int err;
 
+	/*
+	 * Dropping an ACL leaves the mode, and none beyond it is kept: done
+	 * (as ext4 answers; tar and cp -a clear default ACLs of directories).
+	 */
+	if (!strcmp(name, ACL_ACCESS) || !strcmp(name, ACL_DEFAULT)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
 	if (!xattr_name_ok(name)) {
 		fuse_reply_err(req, ENOTSUP);
 		return;

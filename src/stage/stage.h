@@ -34,6 +34,7 @@
  * the seal must hold and walk for a sparse file: 4 bytes a block).
  */
 #define STAGE_FILE_CAP (1ull << 44)
+#define STAGE_IO_SIZE (1u << 20)	/* max_write, st_blksize */
 #define STAGE_TIMEOUT 86400.0	/* we are the only writer of our metadata */
 #define STAGE_SEAL_XATTR "user.sqfs-stage.seal"
 #define STAGE_SEAL_BUF 65536	/* sqfs-seal's buffer for the reply */
@@ -139,6 +140,7 @@ struct stage {
 	struct stage_bg *bg;	/* NULL: no background compression */
 	int no_background;	/* -o no_background */
 	struct stage_jnl *jnl;	/* NULL: no journal (replay in progress) */
+	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
 	uint64_t pass;

@@ -242,8 +242,23 @@ expect_errno(errno.ENODATA, os.removexattr, "own", "user.none")
 os.setxattr("own", "user.gone", b"x")
 os.removexattr("own", "user.gone")
 check("user.gone" not in os.listxattr("own"), "removexattr")
-expect_errno(errno.EOPNOTSUPP, os.setxattr, "own", "system.posix_acl_access",
-             b"\2\0\0\0\1\0\6\0\377\377\377\377\4\0\4\0\377\377\377\377\40\0\4\0\377\377\377\377")
+# An access ACL of the three base entries is a chmod (cp -a sets one on
+# every file); one naming users or groups cannot be stored in SquashFS.
+ACL_BASE = b"\2\0\0\0\1\0\6\0\377\377\377\377\4\0\4\0\377\377\377\377\40\0\0\0\377\377\377\377"
+ACL_NAMED = (b"\2\0\0\0\1\0\6\0\377\377\377\377\2\0\4\0\350\3\0\0\4\0\4\0\377\377\377\377"
+             b"\20\0\4\0\377\377\377\377\40\0\0\0\377\377\377\377")
+os.chmod("own", 0o4755)
+os.setxattr("own", "system.posix_acl_access", ACL_BASE)
+check(os.stat("own").st_mode & 0o7777 == 0o4640, "base ACL as chmod: %o" % (os.stat("own").st_mode & 0o7777))
+check(os.access("own", os.R_OK), "base ACL: access")
+expect_errno(errno.EOPNOTSUPP, os.setxattr, "own", "system.posix_acl_access", ACL_NAMED)
+check(os.stat("own").st_mode & 0o7777 == 0o4640, "refused ACL changes nothing")
+expect_errno(errno.ENODATA, os.getxattr, "own", "system.posix_acl_access")
+expect_errno(errno.ENODATA, os.getxattr, ".", "system.posix_acl_default")
+expect_errno(errno.EOPNOTSUPP, os.setxattr, ".", "system.posix_acl_default", ACL_BASE)
+os.removexattr(".", "system.posix_acl_default")
+check("system.posix_acl_access" not in os.listxattr("own"), "no ACL listed")
+os.chmod("own", 0o644)
 expect_errno(errno.EOPNOTSUPP, os.setxattr, "own", "system.foo", b"1")
 buf = ctypes.create_string_buffer(1)
 r = libc.getxattr(b"own", b"user.a", buf, ctypes.c_size_t(1))

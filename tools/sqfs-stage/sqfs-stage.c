@@ -5,11 +5,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <syslog.h>
@@ -240,6 +242,39 @@ static int open_spool(struct stage *s, const char *where)
 	return 0;
 }
 
+/*
+ * SPOOL/data, where a file per staged inode is created.  On ext4, creating
+ * inodes in a block group that just freed thousands (the last spool's, a
+ * moment ago) costs ~0.5 ms each instead of ~30 us: the allocator skips
+ * recently deleted inodes one by one.  A directory under a "top directory"
+ * (FS_TOPDIR_FL) gets a block group of its own, chosen by a hash of its
+ * name, so it is made under a random name and then renamed.  Best effort:
+ * other file systems have no such flag.
+ */
+static int make_datadir(struct stage *s)
+{
+	char *tmp = NULL;
+	int fd, flags, ret = -1;
+
+	fd = open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (!ioctl(fd, FS_IOC_GETFLAGS, &flags)) {
+			flags |= FS_TOPDIR_FL;
+			(void)ioctl(fd, FS_IOC_SETFLAGS, &flags);
+		}
+		close(fd);
+	}
+	if (asprintf(&tmp, "%s/.data.XXXXXX", s->spool) < 0)
+		return mkdir(s->datadir, 0700);
+	if (mkdtemp(tmp)) {
+		ret = rename(tmp, s->datadir);
+		if (ret)
+			rmdir(tmp);
+	}
+	free(tmp);
+	return ret ? mkdir(s->datadir, 0700) : 0;
+}
+
 static int make_spool(struct stage *s, const char *where)
 {
 	char *c = strdup(s->image), *c2 = strdup(s->image), dir[PATH_MAX];
@@ -269,7 +304,7 @@ static int make_spool(struct stage *s, const char *where)
 		rmdir(s->spool);
 		goto out;
 	}
-	if (mkdir(s->datadir, 0700) ||
+	if (make_datadir(s) ||
 	    (s->datafd = open(s->datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "%s: creating %s: %s\n", prog, s->datadir, strerror(errno));
 		rmdir(s->datadir);
@@ -451,6 +486,7 @@ int main(int argc, char **argv)
 			(unsigned long long)jst.dropped);
 	s.foreground = fo.foreground;
 	se = fuse_session_new(&args, &stage_ops, sizeof(stage_ops), &s);
+	s.se = se;
 	if (!se) {
 		fprintf(stderr, "%s: invalid FUSE options\n", prog);
 		status = CLI_EXIT_USAGE;
