@@ -66,7 +66,9 @@ script):
             tarxz (xz -dc rootfs.tar.xz | tar -x -C DST, stream: xz -dc),
             debootstrap (with --debootstrap; no stream variant).
             Reported: total wall, seal latency (producer exit -> image
-            complete), CPU of every process (daemon included), RSS, size; and
+            complete: sqfs-seal --keep returns), teardown (fusermount3 -u,
+            spool removal, daemon exit), CPU of every process (daemon
+            included), RSS, size; and
             for the mount the compression backlog: the root xattr
             user.sqfs-stage.status sampled every 0.5 s (into the samples CSV),
             its maximum and its value when the producer exits.
@@ -298,7 +300,11 @@ stage_seal() {
 		[[ -e $S/samples.csv.ack ]] || ! kill -0 "$SPID" 2>/dev/null || die "the sampler did not stop reading the xattr"
 	fi
 	PAUSE=$(elapsed "$h0" "$EPOCHREALTIME")
-	"$TM" "$S/seal" "$SEAL" -q "$1"
+	# The image is complete when the seal returns; the unmount, the removal
+	# of the spool and the daemon's exit follow (teardown, timed apart).
+	"$TM" "$S/seal" "$SEAL" -q --keep "$1"
+	IMAGE_T=$(minus "$EPOCHREALTIME" "$PAUSE")
+	fusermount3 -u "$1"
 	local rc=0
 	wait "$TPID" || rc=$?
 	[[ $rc -eq 0 ]] || die "sqfs-stage exited with status $rc"
@@ -442,7 +448,7 @@ mode_pipeline() {
 					img=$WORK/img/out.sqfs mnt=$WORK/mnt
 					# sqfs-stage
 					new_sample
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd pipeline "stage/$c" "$cmd"
 					t0=$EPOCHREALTIME
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev"
@@ -458,8 +464,8 @@ mode_pipeline() {
 					local dcpu
 					dcpu=$(awk '{print $2 + $3}' "$S/daemon.time" | tail -n1)
 					record pipeline "$c" "$comp" "$j" stage "$rep" "$(elapsed "$t0" "$t1")" "$img" "$cmd" \
-						producer_s="$(elapsed "$t0" "$tp")" seal_s="$(elapsed "$tp" "$t1")" \
-						daemon_hwm_kb="$(awk '{print $4}' "$S/daemon.time" | tail -n1)" daemon_hwm_exit_kb="$hwm" \
+						producer_s="$(elapsed "$t0" "$tp")" seal_s="$(elapsed "$tp" "$IMAGE_T")" \
+						teardown_s="$(elapsed "$IMAGE_T" "$t1")" daemon_hwm_kb="$(awk '{print $4}' "$S/daemon.time" | tail -n1)" daemon_hwm_exit_kb="$hwm" \
 						daemon_cpu_s="$dcpu" backlog_exit_bytes="$bb" backlog_exit_files="$bf" \
 						backlog_max_bytes="$(backlog_max)"
 
@@ -534,7 +540,7 @@ mode_fuse() {
 				for j in ${JOBS//,/ }; do
 					img=$WORK/img/out.sqfs mnt=$WORK/mnt
 					new_sample
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd fuse "mount/$c" "$cmd"
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev"
 					sampler_start "$mnt"
@@ -546,11 +552,13 @@ mode_fuse() {
 					echo "$(elapsed "$t0" "$t1") $DAEMON_CPU 0 $DAEMON_HWM" >"$S/daemon-write.time"
 					stage_seal "$mnt"
 					local ts
-					ts=$(elapsed "$t1" "$(minus "$EPOCHREALTIME" "$PAUSE")")
+					ts=$(elapsed "$t1" "$IMAGE_T")
+					local td
+					td=$(elapsed "$IMAGE_T" "$(minus "$EPOCHREALTIME" "$PAUSE")")
 					mv "$S/daemon.time" "$S/daemon.rusage"
 					mv "$S/seal.time" "$S/seal.rusage"
 					keep_samples fuse "$c" "$comp" "$j" mount "$rep"
-					record fuse "$c" "$comp" "$j" mount "$rep" "$(elapsed "$t0" "$t1")" "$img" "$cmd" seal_s="$ts" \
+					record fuse "$c" "$comp" "$j" mount "$rep" "$(elapsed "$t0" "$t1")" "$img" "$cmd" seal_s="$ts" teardown_s="$td" \
 						daemon_cpu_s="$(awk '{print $2 + $3}' "$S/daemon.rusage" | tail -n1)" \
 						daemon_hwm_kb="$(awk '{print $4}' "$S/daemon.rusage" | tail -n1)"
 
@@ -595,7 +603,7 @@ mode_scale() {
 						size=$SCALE_BIG
 						cmd="python3 tools/bench/pattern.py $SCALE_BIG | dd of=MNT/big bs=1M iflag=fullblock"
 					fi
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j IMG MNT & $cmd; sqfs-seal -q MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j IMG MNT & $cmd; sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd scale "stage/$c" "$cmd"
 					t0=$EPOCHREALTIME
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j"
@@ -617,7 +625,8 @@ mode_scale() {
 					rs=($(rss_summary "$(elapsed "$SSTART" "$t1")"))
 					keep_samples scale "$c" "$comp" "$j" stage "$rep"
 					record scale "$c" "$comp" "$j" stage "$rep" "$(elapsed "$t0" "$tend")" "$img" "$cmd" \
-						size="$size" producer_s="$(elapsed "$t0" "$t1")" seal_s="$(elapsed "$t1" "$tend")" \
+						size="$size" producer_s="$(elapsed "$t0" "$t1")" seal_s="$(elapsed "$t1" "$IMAGE_T")" \
+						teardown_s="$(elapsed "$IMAGE_T" "$tend")" \
 						hwm_exit_kb="$hwm" rss_first_kb="${rs[0]-}" rss_maxw_kb="${rs[1]-}" rss_last_kb="${rs[2]-}" \
 						daemon_hwm_kb="$(awk '{print $4}' "$S/daemon.time" | tail -n1)" \
 						daemon_cpu_s="$(awk '{print $2 + $3}' "$S/daemon.time" | tail -n1)"

@@ -167,16 +167,16 @@ def report(path, mode):
                      ("seal_s", "Seal latency (producer exit → image complete)")] + METRICS[1:]:
             table(G, tools, pairs, m, t, out)
         out.append("#### sqfs-stage: producer, daemon and compression backlog\n")
-        out.append("| case | comp | jobs | producer wall | seal latency | daemon CPU | daemon peak RSS "
+        out.append("| case | comp | jobs | producer wall | seal latency | teardown | daemon CPU | daemon peak RSS "
                    "| backlog max (bytes) | backlog at producer exit (bytes / files) |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for case, comp, jobs in G.cases():
             k = (case, comp, jobs, "stage")
             if k not in G.g:
                 continue
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
                 case, comp, jobs, fmt(G.med(k, "producer_s"), "_s"), fmt(G.med(k, "seal_s"), "_s"),
-                fmt(G.med(k, "daemon_cpu_s"), "_s"), fmt(G.med(k, "daemon_hwm_kb"), "_kb"),
+                fmt(G.med(k, "teardown_s"), "_s"), fmt(G.med(k, "daemon_cpu_s"), "_s"), fmt(G.med(k, "daemon_hwm_kb"), "_kb"),
                 fmt(G.med(k, "backlog_max_bytes"), "bytes"), fmt(G.med(k, "backlog_exit_bytes"), "bytes"),
                 fmt(G.med(k, "backlog_exit_files"), "")))
         out.append("")
@@ -187,26 +187,29 @@ def report(path, mode):
         table(G, tools, pairs, "cpu_s", "Write phase CPU (producer processes + daemon until producer exit)", out)
         table(G, tools, pairs, "rss_max_kb", "Peak RSS (largest process; daemon's VmHWM at producer exit)", out)
         out.append("#### After the write: sealing the mount\n")
-        out.append("| case | comp | jobs | seal latency | daemon CPU total | daemon peak RSS total | image size |")
-        out.append("|---|---|---|---|---|---|---|")
+        out.append("| case | comp | jobs | seal latency | teardown | daemon CPU total | daemon peak RSS total "
+                   "| image size |")
+        out.append("|---|---|---|---|---|---|---|---|")
         for case, comp, jobs in G.cases():
             k = (case, comp, jobs, "mount")
-            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-                case, comp, jobs, fmt(G.med(k, "seal_s"), "_s"), fmt(G.med(k, "daemon_cpu_s"), "_s"),
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                case, comp, jobs, fmt(G.med(k, "seal_s"), "_s"), fmt(G.med(k, "teardown_s"), "_s"),
+                fmt(G.med(k, "daemon_cpu_s"), "_s"),
                 fmt(G.med(k, "daemon_hwm_kb"), "_kb"), fmt(G.med(k, "image_bytes"), "bytes")))
         out.append("")
     elif mode == "scale":
         out.append("| case | comp | jobs | size | write wall | daemon VmRSS during write: first / max / last "
-                   "sample | daemon VmHWM at producer exit | seal latency | daemon peak RSS (whole run) "
+                   "sample | daemon VmHWM at producer exit | seal latency | teardown | daemon peak RSS (whole run) "
                    "| daemon CPU | image size |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for case, comp, jobs in G.cases():
             k = (case, comp, jobs, "stage")
-            out.append("| %s | %s | %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s | %s |" % (
                 case, comp, jobs, G.g[k][0].get("size", ""), fmt(G.med(k, "producer_s"), "_s"),
                 fmt(G.med(k, "rss_first_kb"), "_kb"), fmt(G.med(k, "rss_maxw_kb"), "_kb"),
                 fmt(G.med(k, "rss_last_kb"), "_kb"), fmt(G.med(k, "hwm_exit_kb"), "_kb"),
-                fmt(G.med(k, "seal_s"), "_s"), fmt(G.med(k, "daemon_hwm_kb"), "_kb"),
+                fmt(G.med(k, "seal_s"), "_s"), fmt(G.med(k, "teardown_s"), "_s"),
+                fmt(G.med(k, "daemon_hwm_kb"), "_kb"),
                 fmt(G.med(k, "daemon_cpu_s"), "_s"), fmt(G.med(k, "image_bytes"), "bytes")))
         out.append("")
     elif mode == "scaling":

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* sqfs-seal: seal a sqfs-stage mount into its image, then unmount it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -92,13 +93,39 @@ static int run_umount(const char *mnt)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+/*
+ * Has the daemon exited?  A zombie has: the daemon is a child of init, and
+ * an init that reaps late (or, in a container, never) must not hold us.
+ */
+static int exited(long pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (kill((pid_t)pid, 0) && errno != EPERM)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold anything, so from the last ')'. */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static void wait_exit(long pid)
 {
-	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	struct timespec ts = { 0, 5 * 1000 * 1000 };
 
 	if (pid <= 0)
 		return;
-	while (kill((pid_t)pid, 0) == 0 || errno == EPERM)
+	while (!exited(pid))
 		nanosleep(&ts, NULL);
 }
 
