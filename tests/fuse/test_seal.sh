@@ -3,8 +3,9 @@
 #
 # Start-up errors (exit 2 for usage, 1 for the environment, nothing mounted),
 # sqfs-seal --keep and a reseal with later changes, sealing by unmount, a
-# daemonised mount sealed by sqfs-seal, seal failures (a file open for
-# writing, the image path taken by a directory, ENOSPC) with their messages.
+# daemonised mount sealed by sqfs-seal, a daemon its parent does not reap,
+# seal failures (a file open for writing, the image path taken by a
+# directory, ENOSPC) with their messages.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -24,6 +25,12 @@ expect_exit() {
 	else
 		ok "$*: exit $want: $(head -n1 "$WORK/err" 2>/dev/null)"
 	fi
+}
+
+# running PID: alive and not a zombie (a zombie has exited; its parent
+# just has not reaped it yet).
+running() {
+	kill -0 "$1" 2>/dev/null && [[ $(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) != Z ]]
 }
 
 M=$WORK/m
@@ -113,11 +120,34 @@ dpid=$(pgrep -n -f "sqfs-stage -o mkfs_time=7 $IMG" || true)
 seq 1 100000 >"$M/numbers"
 "$SEAL" --quiet "$M" || fail "sqfs-seal of a daemonised mount"
 mountpoint -q "$M" && fail "still mounted after sqfs-seal"
-[[ -n $dpid ]] && kill -0 "$dpid" 2>/dev/null && fail "daemon still running after sqfs-seal"
+[[ -n $dpid ]] && running "$dpid" && fail "daemon still running after sqfs-seal"
 loop_mount "$IMG" "$WORK/k4" && {
 	cmp -s "$WORK/k4/numbers" <(seq 1 100000) && ok "daemonised image content" || fail "daemonised image content"
 	loop_umount "$WORK/k4"
 }
+
+# --- a parent that does not reap (an init that reaps late, a container's
+# PID 1 that never does): the daemon's zombie must not hold sqfs-seal ---
+IMG=$WORK/zombie.sqfs
+mkdir -p "$M"
+python3 -c 'import subprocess, sys, time
+subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(120)' "$STAGE" -f "$IMG" "$M" &
+ppid=$!
+for ((i = 0; i < 200; i++)); do
+	mountpoint -q "$M" && break
+	sleep 0.05
+done
+MOUNTS+=("$M")
+echo z >"$M/z"
+t0=$SECONDS
+rc=0
+timeout 60 "$SEAL" --quiet "$M" || rc=$?
+[[ $rc -eq 0 && $((SECONDS - t0)) -lt 30 ]] && ok "sqfs-seal returns while the daemon is an unreaped zombie" ||
+	fail "sqfs-seal with an unreaped daemon: exit $rc after $((SECONDS - t0)) s"
+[[ -s $IMG ]] && ok "image of the unreaped daemon" || fail "no image from the unreaped daemon"
+kill "$ppid" 2>/dev/null || true
+wait "$ppid" 2>/dev/null || true
 
 # --- the image path becomes a directory: the unmount seal fails, spool kept ---
 IMG=$WORK/taken.sqfs
