@@ -485,8 +485,8 @@ void node_stat(const struct snode *n, struct stat *st)
 	else if (S_ISDIR(n->mode))
 		st->st_size = (off_t)(n->nents + 2) * 32;
 	/*
-	 * What cp, tar and stdio size their writes by: one request of the
-	 * largest size the kernel sends us (max_write) instead of 32.
+	 * What cp and tar size their writes by: one request of the largest
+	 * size the kernel sends us (max_write) instead of 8 of cp's 128 KiB.
 	 */
 	st->st_blksize = STAGE_IO_SIZE;
 	st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);

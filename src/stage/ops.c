@@ -1156,8 +1156,7 @@ static void acl_chmod(fuse_req_t req, fuse_ino_t ino, const char *value, size_t 
 			err = ENOENT;
 		} else {
 			n->mode = (n->mode & ~(mode_t)0777) | perm;
-			touch(s, n, 0, 1);
-			stage_jnl_node(s, n);
+			touch(s, n, 0, 1);	/* journals the node, mode included */
 			s->gen++;
 		}
 		unlock(s);
