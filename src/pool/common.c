@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include "pool/internal.h"
+#include "pool/probe.h"
 #include "util/util.h"
 
 void bp_process(sqw_compressor_t *cmp, uint32_t block_size, struct bp_job *j)
@@ -23,7 +24,10 @@ void bp_process(sqw_compressor_t *cmp, uint32_t block_size, struct bp_job *j)
 		j->size_word = 0;
 		return;
 	}
-	ret = cmp->compress(cmp, j->in, j->in_len, j->out, block_size);
+	if (bp_probe_incompressible(j->in, j->in_len, j->out))
+		ret = 0;
+	else
+		ret = cmp->compress(cmp, j->in, j->in_len, j->out, block_size);
 	if (ret < 0) {
 		j->err = ret;
 		return;

@@ -184,7 +184,8 @@ umount_quiet "$S/tiny"
 
 # --- signals ------------------------------------------------------------------------
 section "signals during packing"
-"$PYTHON3" -c 'import random,sys; sys.stdout.buffer.write(random.Random(10).randbytes(48 << 20))' \
+# Slow for xz:9 but compressible: random bytes would be stored raw untried.
+"$PYTHON3" -c 'import base64,random,sys; sys.stdout.buffer.write(base64.b64encode(random.Random(10).randbytes(36 << 20)))' \
 	>"$S/big/more"
 mkdir "$S/sig"
 printf 'previous image\n' >"$S/sig/keep.sqfs"
