@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(build-essential meson ninja-build pkg-config
-      libzstd-dev liblzma-dev zlib1g-dev liblz4-dev liblzo2-dev
+      libzstd-dev liblzma-dev zlib1g-dev libdeflate-dev liblz4-dev liblzo2-dev
       libarchive-dev libxxhash-dev libfuse3-dev fuse3 libcmocka-dev
       squashfs-tools squashfs-tools-ng squashfuse attr
       python3 xz-utils zstd gzip tar util-linux valgrind

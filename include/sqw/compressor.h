@@ -59,6 +59,7 @@ typedef struct sqw_comp_config {
 		struct {
 			uint16_t window;	/* 8..15 */
 			uint16_t strategies;	/* SQW_GZIP_* bits; several = try each, keep smallest */
+			uint16_t zlib;		/* deflate with zlib even if libdeflate is built in */
 		} gzip;
 		struct {
 			uint32_t dict_size;	/* 0 = block_size */
@@ -122,6 +123,8 @@ size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf);
 const char *sqw_comp_name(enum sqw_comp_id id);
 int sqw_comp_id_from_name(const char *name);	/* -EINVAL when unknown */
 int sqw_comp_available(enum sqw_comp_id id);	/* 1 if built in */
+/* "gzip: libdeflate 1.14 (...); xz, lzma: liblzma 5.4.1; ...": what is built in. */
+const char *sqw_comp_versions(void);
 
 /* Create a compressor; NULL with *err set (-ENOMEM, -ENOTSUP, -EINVAL). */
 sqw_compressor_t *sqw_compressor_create(const sqw_comp_config_t *cfg, int *err);

@@ -132,12 +132,13 @@ int sqw_comp_config_init(sqw_comp_config_t *cfg, enum sqw_comp_id id,
 
 #define FAIL(msg_) do { *msg = (msg_); return -EINVAL; } while (0)
 
-/* Keys each codec knows; "extreme" and "hc" are flags, the rest take values. */
+/* Keys each codec knows; "extreme", "hc", "zlib" are flags, the rest take values. */
 static int key_known(enum sqw_comp_id id, const struct tok *k)
 {
 	switch (id) {
 	case SQW_COMP_GZIP:
-		return tok_is(k, "window") || tok_is(k, "strategy");
+		return tok_is(k, "window") || tok_is(k, "strategy") ||
+		       tok_is(k, "zlib");
 	case SQW_COMP_XZ:
 		return tok_is(k, "dict") || tok_is(k, "bcj") || tok_is(k, "extreme");
 	case SQW_COMP_LZMA:
@@ -155,7 +156,7 @@ static int key_known(enum sqw_comp_id id, const struct tok *k)
 static int apply_key(sqw_comp_config_t *c, const char *name,
 		     const struct tok *k, const struct tok *v, const char **msg)
 {
-	int flag = tok_is(k, "extreme") || tok_is(k, "hc");
+	int flag = tok_is(k, "extreme") || tok_is(k, "hc") || tok_is(k, "zlib");
 	struct tok bad;
 	uint32_t n;
 
@@ -173,6 +174,8 @@ static int apply_key(sqw_comp_config_t *c, const char *name,
 		if (tok_bits(v, gzip_strategies, NELEM(gzip_strategies), &n, &bad))
 			FAIL(fmt_msg("unknown gzip strategy '%.*s'", TOKQ(&bad)));
 		c->opt.gzip.strategies = (uint16_t)n;
+	} else if (tok_is(k, "zlib")) {
+		c->opt.gzip.zlib = 1;
 	} else if (tok_is(k, "extreme")) {
 		c->opt.xz.extreme = 1;
 	} else if (tok_is(k, "dict")) {

@@ -1,9 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* gzip: one zlib (RFC 1950) stream per block; the kernel rejects raw deflate. */
+/*
+ * gzip: one zlib (RFC 1950) stream per block; the kernel rejects raw deflate.
+ * Built with libdeflate, the default settings (window 15, default strategy)
+ * deflate with it: whole-buffer, about twice as fast as zlib at level 9 and a
+ * few percent smaller.  Other settings, and the "zlib" option, use zlib, whose
+ * output matches mksquashfs's.  zlib inflates in every case.
+ */
 #define ZLIB_CONST
 #include <zlib.h>
 
 #include "comp/internal.h"
+#if HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #define GZIP_NSTRAT 5
 
@@ -22,6 +31,9 @@ struct gzip_comp {
 	unsigned def_ok;	/* bit i: def[i] initialised */
 	z_stream inf;
 	int inf_ok;
+#if HAVE_LIBDEFLATE
+	struct libdeflate_compressor *ld;	/* NULL: zlib deflates */
+#endif
 	uint8_t *scratch;	/* candidates after the first go here */
 	size_t scratch_cap;
 };
@@ -45,6 +57,30 @@ static int gzip_try(sqw_compressor_t *base, int i, const uint8_t *in,
 	return ret == Z_OK || ret == Z_BUF_ERROR ? 0 : -EIO;
 }
 
+#if HAVE_LIBDEFLATE
+/*
+ * libdeflate gives up a few bytes short of the end of its output buffer, so
+ * it writes to scratch with room to spare; a result that fits in limit is
+ * copied out.
+ */
+#define LD_SLACK 64
+
+static int gzip_ld_compress(struct gzip_comp *c, const uint8_t *in,
+			    size_t in_len, uint8_t *out, size_t limit)
+{
+	size_t n;
+
+	if (sqw_comp_scratch(&c->scratch, &c->scratch_cap, limit + LD_SLACK))
+		return -ENOMEM;
+	n = libdeflate_zlib_compress(c->ld, in, in_len, c->scratch,
+				     limit + LD_SLACK);
+	if (n == 0 || n > limit)
+		return 0;
+	memcpy(out, c->scratch, n);
+	return (int)n;
+}
+#endif
+
 static int gzip_compress(sqw_compressor_t *base, const uint8_t *in,
 			 size_t in_len, uint8_t *out, size_t out_max)
 {
@@ -53,6 +89,10 @@ static int gzip_compress(sqw_compressor_t *base, const uint8_t *in,
 
 	if (limit == 0)
 		return 0;
+#if HAVE_LIBDEFLATE
+	if (c->ld)
+		return gzip_ld_compress(c, in, in_len, out, limit);
+#endif
 	return sqw_comp_best_of(base, gzip_try, c->def_ok, in, in_len, out,
 				limit, &c->scratch, &c->scratch_cap);
 }
@@ -106,6 +146,9 @@ static void gzip_destroy(sqw_compressor_t *base)
 	}
 	if (c->inf_ok)
 		inflateEnd(&c->inf);
+#if HAVE_LIBDEFLATE
+	libdeflate_free_compressor(c->ld);
+#endif
 	free(c->scratch);
 	free(c);
 }
@@ -131,6 +174,18 @@ sqw_compressor_t *sqw_gzip_create(const sqw_comp_config_t *cfg, int *err)
 	c->base.destroy = gzip_destroy;
 	if (bits == 0)
 		bits = SQW_GZIP_DEFAULT;
+#if HAVE_LIBDEFLATE
+	if (!cfg->opt.gzip.zlib && cfg->opt.gzip.window == 15 &&
+	    bits == SQW_GZIP_DEFAULT) {
+		c->ld = libdeflate_alloc_compressor(cfg->level);
+		if (!c->ld) {
+			*err = -ENOMEM;
+			goto fail;
+		}
+		*err = 0;
+		return &c->base;
+	}
+#endif
 	for (i = 0; i < GZIP_NSTRAT; i++) {
 		if (!(bits & (1u << i)))
 			continue;

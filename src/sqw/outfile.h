@@ -9,6 +9,7 @@ struct outfile {
 	int fd;
 	uint64_t pos;		/* logical end (buffered bytes included) */
 	uint64_t flushed;	/* bytes on disk */
+	uint64_t started;	/* write-back started up to here */
 	uint8_t *buf;
 	size_t fill, cap;
 };

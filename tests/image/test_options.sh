@@ -90,6 +90,14 @@ for c in gzip:1 gzip:9 zstd:1 zstd:22 xz:0 xz:9 lzma:0 lzma:9 lz4 lz4:1 lz4:12 l
 	pack_ok -c "$c"
 done
 
+section "sqfs-pack --version: the codec libraries (image bytes depend on them)"
+v=$("$SQFS_PACK" --version) || fail "--version failed"
+grep -q '^sqfs-pack [0-9]' <<<"$v" || fail "--version: no program version: $v"
+grep -Eq '^gzip: (libdeflate [0-9.]+ \(zlib [0-9.]+ for gzip,zlib\)|zlib [0-9.]+)' <<<"$v" ||
+	fail "--version: no gzip backend: $v"
+grep -Eq 'zstd: libzstd [0-9]' <<<"$v" && log "ok: --version: ${v//$'\n'/ | }" ||
+	fail "--version: no zstd library: $v"
+
 section "sqfs-pack: compressor keys"
 # ':' also separates keys (comp=xz:9:bcj=x86 passes -o without escaping)
 comp_bad zstd:1:2 "unknown zstd option '2'"
@@ -103,6 +111,10 @@ comp_bad lzma,dict=8K "unknown lzma option 'dict'"
 comp_bad lzma,bcj=x86 "unknown lzma option 'bcj'"
 comp_bad lz4,window=8 "unknown lz4 option 'window'"
 comp_bad lzo,hc "unknown lzo option 'hc'"
+comp_bad gzip,zlib=1 "gzip option 'zlib' takes no value"
+comp_bad zstd,zlib "unknown zstd option 'zlib'"
+pack_ok -c gzip:9,zlib
+pack_ok -c gzip:1:zlib
 comp_bad gzip,window "gzip option 'window' needs a value"
 comp_bad gzip,window=7 "gzip window must be 8..15"
 comp_bad gzip,window=16 "gzip window must be 8..15"

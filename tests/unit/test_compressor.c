@@ -18,6 +18,12 @@
 #if HAVE_ZSTD
 #include <zstd.h>
 #endif
+#if HAVE_GZIP
+#include <zlib.h>
+#endif
+#if HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #define KiB 1024u
 #define MiB (1024u * 1024u)
@@ -30,7 +36,7 @@ static const char *cur = "";	/* spec under test, for failure messages */
 
 /* Every option combination the round trips cover. */
 static const char *const specs[] = {
-	"gzip", "gzip:1,window=10,strategy=filtered+rle",
+	"gzip", "gzip,zlib", "gzip:1,zlib", "gzip:1,window=10,strategy=filtered+rle",
 	"gzip:6,strategy=default+filtered+huffman+rle+fixed",
 	"xz", "xz:3,dict=64K,bcj=x86+arm", "xz:9,extreme", "xz:0,bcj=arm64",
 	"lzma", "lzma:2", "lz4", "lz4:hc", "lz4:4",
@@ -342,6 +348,63 @@ static void test_best_of(void **state)
 	check_best_of("xz:1,bcj=x86+sparc", xz, 3);
 }
 
+#if HAVE_GZIP
+/*
+ * Which deflate wrote the block: "zlib" (and any non-default window or
+ * strategy) gives zlib's bytes, as mksquashfs writes them; the default is
+ * libdeflate's when built with it.  Both inflate with zlib.
+ */
+static void check_deflater(const char *spec, int level, int want_ld,
+			   const uint8_t *in, size_t len)
+{
+	sqw_comp_config_t cfg;
+	sqw_compressor_t *c;
+	uint8_t *out, *ref = malloc(len + 1024), *dec = malloc(len);
+	size_t ref_len = len + 1024;
+	int r;
+
+	CHECK(get_cfg(spec, 128 * KiB, &cfg));
+	c = make(&cfg);
+	r = comp(c, in, len, len, &out);
+	CHECK(r > 0);
+	if (want_ld) {
+#if HAVE_LIBDEFLATE
+		struct libdeflate_compressor *ld = libdeflate_alloc_compressor(level);
+
+		ref_len = libdeflate_zlib_compress(ld, in, len, ref, ref_len);
+		libdeflate_free_compressor(ld);
+#endif
+	} else {
+		uLongf n = ref_len;
+
+		CHECK_EQ(compress2(ref, &n, in, len, level), Z_OK);
+		ref_len = n;
+	}
+	CHECK_EQ(r, ref_len);
+	CHECK(memcmp(out, ref, ref_len) == 0);
+	CHECK_EQ(c->decompress(c, out, (size_t)r, dec, len), len);
+	CHECK(memcmp(dec, in, len) == 0);
+	free(out);
+	free(ref);
+	free(dec);
+	c->destroy(c);
+}
+
+static void test_gzip_deflaters(void **state)
+{
+	size_t len = 100 * KiB;
+	uint8_t *in = text_like(len);
+
+	(void)state;
+	check_deflater("gzip", 9, HAVE_LIBDEFLATE, in, len);
+	check_deflater("gzip:4", 4, HAVE_LIBDEFLATE, in, len);
+	check_deflater("gzip,zlib", 9, 0, in, len);
+	check_deflater("gzip:4,zlib", 4, 0, in, len);
+	check_deflater("gzip:4,strategy=default", 4, HAVE_LIBDEFLATE, in, len);
+	free(in);
+}
+#endif
+
 static void test_options(void **state)
 {
 	static const struct {
@@ -422,7 +485,7 @@ static void test_parse_errors(void **state)
 		"gzip,strategy=rle+", "gzip,strategy=", "xz:10", "xz,dict=20K",
 		"xz,dict=20480", "xz,dict=4K", "xz,dict=256K", "xz,dict=0",
 		"xz,dict=0%", "xz,dict=64KB", "xz,dict=K", "xz,bcj=x86+foo",
-		"xz,extreme=1", "xz:6:7", "lzma:10", "lzma,bcj=x86", "lzma,dict=64K",
+		"xz,extreme=1", "gzip,zlib=1", "xz,zlib", "zstd,zlib", "xz:6:7", "lzma:10", "lzma,bcj=x86", "lzma,dict=64K",
 		"lz4:0", "lz4:13", "lz4,extreme", "lz4:hc,hc=1", "lzo:0", "lzo:10",
 		"lzo:3,algorithm=lzo1x_1", "lzo,algorithm=lzo2", "zstd:0",
 		"zstd:23", "zstd:19x", "zstd:3,foo", "zstd,level=3", "zstd:1:2",
@@ -530,6 +593,9 @@ int main(void)
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_round_trips),
 		cmocka_unit_test(test_best_of),
+#if HAVE_GZIP
+		cmocka_unit_test(test_gzip_deflaters),
+#endif
 		cmocka_unit_test(test_full_block),
 	};
 

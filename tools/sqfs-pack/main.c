@@ -125,7 +125,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, int *tar)
 		case OPT_NO_PROGRESS: o->progress = 0; break;
 		case OPT_JSON: o->json = 1; break;
 		case 'h': usage(stdout); exit(0);
-		case 'V': printf("sqfs-pack %s\n", SQW_VERSION); exit(0);
+		case 'V':
+			printf("sqfs-pack %s\n%s\n", SQW_VERSION, sqw_comp_versions());
+			exit(0);
 		default:
 			fprintf(stderr, "Try '%s --help'.\n", prog);
 			return -1;

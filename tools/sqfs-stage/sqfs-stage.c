@@ -417,7 +417,8 @@ int main(int argc, char **argv)
 		goto out_free;
 	}
 	if (p.version) {
-		printf("sqfs-stage %s (libfuse %s)\n", SQW_VERSION, fuse_pkgversion());
+		printf("sqfs-stage %s (libfuse %s)\n%s\n", SQW_VERSION,
+		       fuse_pkgversion(), sqw_comp_versions());
 		status = CLI_EXIT_OK;
 		goto out_free;
 	}
