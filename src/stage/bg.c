@@ -185,7 +185,8 @@ void stage_bg_released(struct stage *s, struct snode *n)
 	struct stage_bg *bg = s->bg;
 	uint64_t i, nb;
 
-	if (!bg || n->bg_queued || n->writers || !n->links || !S_ISREG(n->mode))
+	if (!bg || n->bg_queued || n->bg_never || n->writers || !n->links ||
+	    !S_ISREG(n->mode))
 		return;
 	nb = full_blocks(s, n);
 	if (nb > BG_MAX_BLOCKS)

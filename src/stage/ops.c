@@ -126,7 +126,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 	conn->max_write = STAGE_IO_SIZE;
 	conn->time_gran = 1;
-	if (conn->capable & FUSE_CAP_SPLICE_READ)
+	/* With passthrough, writes rarely come here, and a spliced request would pass our hook by. */
+	if ((conn->capable & FUSE_CAP_SPLICE_READ) && !stage_pt_wanted(s))
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	conn->want &= ~FUSE_CAP_POSIX_ACL;
 	/*
@@ -250,8 +251,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 	lock(s);
 	n = stage_get(s, ino);
-	if (n)
+	if (n) {
+		stage_pt_sync(s, n);
 		node_stat(n, &st);
+	}
 	unlock(s);
 	if (!n)
 		fuse_reply_err(req, ENOENT);
@@ -315,6 +318,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		err = ENOENT;
 		goto out;
 	}
+	stage_pt_sync(s, n);
 	uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid : n->uid;
 	gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid : n->gid;
 	/* Before anything changes: a refused chown must change nothing. */
@@ -345,6 +349,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		n->ctime = attr->st_ctim;
 	else
 		n->ctime = now;
+	stage_pt_settled(s, n);
 	stage_jnl_node(s, n);
 	s->gen++;
 out:
@@ -750,6 +755,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 		return ENOMEM;
 	}
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && n->size) {
+		stage_pt_sync(s, n);
 		if (ftruncate(fd, 0)) {
 			int e = errno;
 
@@ -760,6 +766,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 		stage_bg_changed(s, n, 0, UINT64_MAX);
 		n->size = 0;
 		touch(s, n, 1, 1);
+		stage_pt_settled(s, n);
 		s->gen++;
 	}
 	h->fd = fd;
@@ -777,6 +784,8 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	 * nothing left to report: spare every close a round trip.
 	 */
 	fi->noflush = 1;
+	/* Last: from here on the open cannot fail. */
+	stage_pt_open(s, n, fd, fi->flags);
 	return 0;
 }
 
@@ -854,10 +863,12 @@ static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint6
 	struct stat st;
 
 	lock(s);
+	stage_pt_sync(s, h->n);
 	stage_bg_changed(s, h->n, off, len);
 	if (!fstat(h->fd, &st))
 		h->n->size = (uint64_t)st.st_size;
 	touch(s, h->n, 1, 1);
+	stage_pt_settled(s, h->n);
 	s->gen++;
 	unlock(s);
 }
@@ -905,6 +916,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)ino;
 	close(h->fd);
 	lock(s);
+	stage_pt_release(s, h->n, h->writer);
 	h->n->opens--;
 	if (h->writer) {
 		h->n->writers--;
@@ -929,6 +941,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		err = errno;
 	/* Its name and attributes: the journal, which holds all changes so far. */
 	lock(s);
+	stage_pt_sync(s, FH(fi)->n);
 	if (!err)
 		err = -stage_jnl_sync(s);
 	unlock(s);
@@ -1255,12 +1268,14 @@ static void status_request(fuse_req_t req, size_t size)
 	len = snprintf(buf, sizeof(buf),
 		       "{\"background\": %s, \"queued_files\": %llu, \"queued_bytes\": %llu, "
 		       "\"busy\": %d, \"stored_blocks\": %llu, \"stored_bytes\": %llu, "
-		       "\"open_writers\": %llu}",
+		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu}",
 		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
 		       (unsigned long long)st.queued_bytes, st.busy,
 		       (unsigned long long)st.stored_blocks,
 		       (unsigned long long)st.stored_bytes,
-		       (unsigned long long)s->total_writers);
+		       (unsigned long long)s->total_writers,
+		       stage_pt_wanted(s) ? "true" : "false",
+		       (unsigned long long)stage_pt_opens(s));
 	unlock(s);
 	reply_value(req, buf, (size_t)len, size);
 }

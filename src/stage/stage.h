@@ -84,7 +84,8 @@ struct snode {
 	uint64_t wgen;		/* bumped by every data change */
 	struct centry *cblk;	/* stored full blocks, by index */
 	uint32_t ncblk;
-	int bg_queued;
+	uint8_t bg_queued;
+	uint8_t bg_never;	/* passthrough.c: may change unseen; seal only */
 	uint64_t jmark;		/* journal.c: marked in this operation */
 };
 
@@ -140,6 +141,8 @@ struct stage {
 	struct stage_bg *bg;	/* NULL: no background compression */
 	int no_background;	/* -o no_background */
 	struct stage_jnl *jnl;	/* NULL: no journal (replay in progress) */
+	struct stage_pt *pt;	/* NULL: no passthrough (-o no_passthrough) */
+	int no_passthrough;
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
@@ -224,6 +227,30 @@ void stage_jnl_flush(struct stage *s);
 int stage_jnl_sync(struct stage *s);
 /* Start over from a snapshot of the tree (after a seal or a recovery). */
 int stage_jnl_rewrite(struct stage *s);
+
+/*
+ * passthrough.c: the kernel reads and writes open files' spool files itself.
+ * All but attach and free are called with stage->lock held.
+ */
+struct stage_pt;
+/* Install the protocol hooks on se (after it is mounted); -errno. */
+int stage_pt_attach(struct stage *s, struct fuse_session *se);
+void stage_pt_free(struct stage *s);
+/* The kernel offered passthrough and we still try it. */
+int stage_pt_wanted(const struct stage *s);
+/* Opens answered in passthrough so far. */
+uint64_t stage_pt_opens(const struct stage *s);
+/*
+ * A handle on n with spool fd and open flags is about to be answered:
+ * returns the backing id its reply carries (0: none) or -errno.
+ */
+int stage_pt_open(struct stage *s, struct snode *n, int fd, int flags);
+/* Fold the kernel's writes to n's spool file into n. */
+void stage_pt_sync(struct stage *s, struct snode *n);
+/* We changed n's data or times ourselves: copy its mtime to the spool file. */
+void stage_pt_settled(struct stage *s, struct snode *n);
+/* A handle on n closes (writer: it could write); 1 if it was passthrough. */
+int stage_pt_release(struct stage *s, struct snode *n, int writer);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops stage_ops;

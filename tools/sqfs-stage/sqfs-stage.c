@@ -45,6 +45,7 @@ static void usage(FILE *f)
 "  -o mkfs_time=T, all_time=T, force_uid=U, force_gid=G\n"
 "  -o spool=DIR           where staged data lives (default: beside IMAGE)\n"
 "  -o no_background       compress only at seal, not as files close\n"
+"  -o no_passthrough      file data through the daemon, not kernel passthrough\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
@@ -107,6 +108,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		free(p->recover);
 		p->recover = strdup(val);
+		return 0;
+	}
+	if (!strcmp(k, "no_passthrough") && !val) {
+		p->s->no_passthrough = 1;
 		return 0;
 	}
 	if (!strcmp(k, "no_background") && !val) {
@@ -501,6 +506,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: cannot mount %s\n", prog, fo.mountpoint);
 		goto out_signals;
 	}
+	if (!s.no_passthrough && stage_pt_attach(&s, se))
+		fprintf(stderr, "%s: FUSE passthrough is off: cannot hook the session\n", prog);
 	if (!fo.foreground)
 		openlog("sqfs-stage", LOG_PID, LOG_USER);
 	if (fuse_daemonize(fo.foreground)) {
@@ -521,6 +528,7 @@ int main(int argc, char **argv)
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	fuse_session_destroy(se);	/* runs the final seal (destroy) */
+	stage_pt_free(&s);
 	status = s.final_status;
 	if (s.datafd >= 0)
 		close(s.datafd);
@@ -530,6 +538,7 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
+	stage_pt_free(&s);
 out_spool:
 	/* A spool we were asked to recover is never ours to remove. */
 	if (!p.recover)
