@@ -1254,6 +1254,21 @@ static void seal_request(fuse_req_t req, size_t size)
 		reply_value(req, val, strlen(val), size);
 	free(val);
 	free(msg);
+	/*
+	 * A good moment to start the journal afresh (it only grows otherwise),
+	 * but after the reply: the image is complete, and the unmount that
+	 * usually follows removes the journal anyway.
+	 */
+	if (!ret) {
+		lock(s);
+		if (s->datafd >= 0) {
+			ret = stage_jnl_rewrite(s);
+			if (ret)
+				stage_log(s, LOG_WARNING, "rewriting the journal in %s: %s",
+					  s->spool, strerror(-ret));
+		}
+		unlock(s);
+	}
 }
 
 static void status_request(fuse_req_t req, size_t size)

@@ -288,11 +288,6 @@ int stage_seal(struct stage *s, char **out)
 	free(c.path);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
-	/* A good moment to start the journal afresh: it only grows otherwise. */
-	ret = stage_jnl_rewrite(s);
-	if (ret)
-		stage_log(s, LOG_WARNING, "rewriting the journal in %s: %s", s->spool,
-			  strerror(-ret));
 	*out = summary(s, &st, start);
 	if (!*out)
 		*out = strdup("{}");
