@@ -673,6 +673,9 @@ header() {	# MODE
 	echo "- started: $STAMP (UTC), host \`$HOST\`; finished $(date -u +%Y%m%dT%H%MZ)"
 	echo "- \`uname -a\`: \`$(uname -a)\`"
 	echo "- CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -n1); nproc $NPROC; $(lscpu | grep -E '^(Thread|Core|Socket)' | sed 's/  */ /g' | paste -sd ';' -)"
+	# FUSE round trips cost what waking an idle CPU costs: in a VM, whether
+	# an idle vCPU polls before it halts changes the mount's figures 2-3x.
+	echo "- CPU idle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none), governor $(cat /sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null || cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo none)$([[ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]] && echo ", guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)")"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- work dir (images, spools): \`$WORKBASE\` on $(df -T "$WORKBASE" | awk 'NR==2 {print $2, $1}'); tmpfs trees: private tmpfs"
 	echo "- sqfs-stage: \`$(git -C "$REPO" rev-parse HEAD)\`$(git -C "$REPO" diff --quiet HEAD -- src include tools/sqfs-pack tools/sqfs-stage meson.build 2>/dev/null || echo ' (sources modified)'), branch $(git -C "$REPO" rev-parse --abbrev-ref HEAD), build \`$BUILD\` ($(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("buildtype","optimization","b_ndebug")))' 2>/dev/null || echo '?')); $("$PACK" --version 2>&1 | head -n1)"
