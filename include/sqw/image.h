@@ -32,6 +32,20 @@ struct sqw_source_ops {
 	int (*stored_block)(void *handle, uint32_t index, void *buf,
 			    uint32_t *size_word);
 	void (*close)(void *handle);
+	/*
+	 * Optional: the stored form of a fragment block whose len bytes hash
+	 * to key (XXH3-128 seeded with len, high half first, big-endian),
+	 * if the source kept one.  Returns like stored_block; buf has room
+	 * for block_size bytes.
+	 */
+	int (*stored_frag)(void *ctx, const uint8_t key[16], uint32_t len,
+			   void *buf, uint32_t *size_word);
+	/*
+	 * Optional, SQW_OPT_REHEARSE only: a fragment block the writer
+	 * compressed, for stored_frag to return in later writes.
+	 */
+	void (*frag_done)(void *ctx, const uint8_t key[16], const void *data,
+			  uint32_t size_word);
 };
 
 enum {
@@ -43,6 +57,13 @@ enum {
 	SQW_OPT_NO_PAD = 1 << 5,
 	SQW_OPT_NO_SPARSE = 1 << 6,
 	SQW_OPT_ALL_ROOT = 1 << 7,
+	/*
+	 * The data pass only, to fill the source's fragment store: full
+	 * blocks are neither read nor compressed, fragment blocks the source
+	 * has no stored form of are compressed and given to frag_done, and
+	 * nothing is written (fd is not used).
+	 */
+	SQW_OPT_REHEARSE = 1 << 8,
 };
 
 struct sqw_stats {
@@ -55,6 +76,7 @@ struct sqw_stats {
 	uint64_t sparse_bytes;
 	uint64_t fragments, raw_blocks, blocks;
 	uint64_t stored_blocks;		/* taken as the source stored them */
+	uint64_t stored_frags;		/* fragment blocks, the same way */
 	uint32_t ids;
 	/* progress: bytes of file data consumed so far */
 	uint64_t progress_bytes;

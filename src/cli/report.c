@@ -81,7 +81,8 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 		"\"fragments\": %llu, \"duplicate_files\": %llu, "
 		"\"duplicate_bytes\": %llu, \"duplicate_tails\": %llu, "
 		"\"sparse_bytes\": %llu, \"ids\": %u, \"xattr_sets\": %llu, "
-		"\"blocks\": %llu, \"stored_blocks\": %llu, \"seconds\": %.3f}\n",
+		"\"blocks\": %llu, \"stored_blocks\": %llu, \"stored_fragments\": %llu, "
+		"\"seconds\": %.3f}\n",
 		sqw_comp_name(img->comp.id), img->comp.level, img->comp.block_size,
 		(unsigned long long)st->inodes, (unsigned long long)st->files,
 		(unsigned long long)st->dirs, (unsigned long long)st->symlinks,
@@ -92,7 +93,8 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 		(unsigned long long)st->dedup_bytes, (unsigned long long)st->dedup_tails,
 		(unsigned long long)st->sparse_bytes, st->ids,
 		(unsigned long long)st->xattr_sets, (unsigned long long)st->blocks,
-		(unsigned long long)st->stored_blocks, secs);
+		(unsigned long long)st->stored_blocks,
+		(unsigned long long)st->stored_frags, secs);
 }
 
 void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,

@@ -39,6 +39,12 @@ static int job_done(struct writer *w, struct bp_job *j)
 
 	if (j->err)
 		return writer_fail(w, j->err, "compressing", n);
+	if (j->kind == JOB_FRAG && (w->flags & SQW_OPT_REHEARSE)) {
+		if (!j->stored && w->ops->frag_done)
+			w->ops->frag_done(w->src_ctx, w->frag_keys + 16 * j->index,
+					  j->result, j->size_word);
+		return 0;
+	}
 	if (j->kind == JOB_FRAG) {
 		uint8_t *e = w->frag_table + 16 * j->index;
 
@@ -94,29 +100,115 @@ static int drain(struct writer *w)
 	return ret;
 }
 
-static int frag_submit(struct writer *w)
+static void frag_key(const uint8_t *buf, uint32_t len, uint8_t key[16])
 {
-	if (w->frag) {
-		bp_submit(w->bp, w->frag);
-		w->frag = NULL;
+	XXH128_hash_t h = XXH3_128bits_withSeed(buf, len, len);
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		key[i] = (uint8_t)(h.high64 >> (56 - 8 * i));
+		key[8 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
 	}
-	return 0;
 }
 
-static int frag_start(struct writer *w)
+/* 1: j now holds the source's stored form of its fragment block. */
+static int frag_stored(struct writer *w, struct bp_job *j, const uint8_t key[16])
 {
-	int ret = get_job(w, &w->frag);
+	uint32_t word;
+	int ret;
 
+	if (!w->ops->stored_frag)
+		return 0;
+	ret = w->ops->stored_frag(w->src_ctx, key, j->in_len, j->in, &word);
+	if (ret <= 0 || !word || (word & ~(1u << 24)) > w->bs)
+		return 0;	/* a failed lookup only costs the compression */
+	j->stored = 1;
+	j->size_word = word;
+	w->st->stored_frags++;
+	return 1;
+}
+
+/* The pending tails of p become one fragment block. */
+static int frag_emit(struct writer *w, struct frag_pend *p)
+{
+	struct bp_job *j;
+	uint8_t key[16];
+	size_t i;
+	int ret;
+
+	if (!p->len)
+		return 0;
+	ret = get_job(w, &j);
 	if (ret)
 		return ret;
 	ret = array_reserve((void **)&w->frag_table, &w->frag_cap,
 			    (w->frag_count + 1) * 16, 1);
-	if (ret)
+	if (!ret && (w->flags & SQW_OPT_REHEARSE))
+		ret = array_reserve((void **)&w->frag_keys, &w->frag_keys_cap,
+				    (w->frag_count + 1) * 16, 1);
+	if (ret) {
+		bp_release(w->bp, j);
 		return writer_fail(w, ret, "allocating", NULL);
-	w->frag->kind = JOB_FRAG;
-	w->frag->index = (uint32_t)w->frag_count++;
-	w->frag->in_len = 0;
-	w->frag->allow_sparse = 0;
+	}
+	j->kind = JOB_FRAG;
+	j->node = NULL;
+	j->index = (uint32_t)w->frag_count++;
+	j->in_len = p->len;
+	j->allow_sparse = 0;
+	memcpy(j->in, p->buf, p->len);
+	for (i = 0; i < p->n; i++)
+		p->nodes[i]->frag_index = j->index;
+	if (w->ops->stored_frag || (w->flags & SQW_OPT_REHEARSE)) {
+		frag_key(j->in, j->in_len, key);
+		if (w->flags & SQW_OPT_REHEARSE)
+			memcpy(w->frag_keys + 16 * j->index, key, 16);
+		frag_stored(w, j, key);
+	}
+	bp_submit(w->bp, j);
+	p->len = 0;
+	p->n = 0;
+	return 0;
+}
+
+/* Append a tail to p; a block that cannot take it goes out first. */
+static int pend_add(struct writer *w, struct frag_pend *p, sqw_node_t *n,
+		    const uint8_t *tail, uint32_t len)
+{
+	int ret;
+
+	if (p->len + len > w->bs) {
+		ret = frag_emit(w, p);
+		if (ret)
+			return ret;
+	}
+	if (!p->buf && !(p->buf = malloc(w->bs)))
+		return writer_fail(w, -ENOMEM, "allocating", n);
+	ret = array_reserve((void **)&p->nodes, &p->cap, p->n + 1, sizeof(*p->nodes));
+	if (ret)
+		return writer_fail(w, ret, "allocating", n);
+	memcpy(p->buf + p->len, tail, len);
+	n->frag_offset = p->len;
+	p->nodes[p->n++] = n;
+	p->len += len;
+	return 0;
+}
+
+/* A directory's leftover tails join its parent's, in order. */
+static int pend_move(struct writer *w, struct frag_pend *from, struct frag_pend *to)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < from->n; i++) {
+		sqw_node_t *n = from->nodes[i];
+
+		ret = pend_add(w, to, n, from->buf + n->frag_offset,
+			       (uint32_t)(n->a.size % w->bs));
+		if (ret)
+			return ret;
+	}
+	from->len = 0;
+	from->n = 0;
 	return 0;
 }
 
@@ -302,14 +394,14 @@ static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t *tail,
 		memset(w->rbuf, 0, len);
 	if (memcmp(w->rbuf, tail, len))
 		return 0;
-	n->frag_index = m->frag_index;
-	n->frag_offset = m->frag_offset;
+	/* m's block may still be pending: resolved after the data pass. */
+	n->tail_of = m;
 	w->st->dedup_tails++;
 	return 1;
 }
 
 /* Put the tail of n into a fragment block, unless an equal one exists. */
-static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
+static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r, unsigned level)
 {
 	uint32_t len = (uint32_t)(n->a.size % w->bs);
 	int ret;
@@ -324,19 +416,8 @@ static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r)
 		w->st->progress_bytes += len;
 		return ret < 0 ? ret : 0;
 	}
-	if (!w->frag || w->frag->in_len + len > w->bs) {
-		ret = frag_submit(w);
-		if (!ret)
-			ret = frag_start(w);
-		if (ret)
-			return ret;
-	}
 	w->st->progress_bytes += len;
-	memcpy(w->frag->in + w->frag->in_len, w->rbuf2, len);
-	n->frag_index = w->frag->index;
-	n->frag_offset = w->frag->in_len;
-	w->frag->in_len += len;
-	return 0;
+	return pend_add(w, &w->pend[level], n, w->rbuf2, len);
 }
 
 /* 1: j holds block b as the source stored it earlier; 0: it has none. */
@@ -412,7 +493,7 @@ uint64_t sqw_file_size_max(uint32_t block_size)
 	return (uint64_t)UINT32_MAX * block_size - 1;
 }
 
-static int file_write(struct writer *w, sqw_node_t *n)
+static int file_write(struct writer *w, sqw_node_t *n, unsigned level)
 {
 	uint64_t size = n->a.size;
 	int frag = file_uses_frag(w, size), dup, ret;
@@ -424,6 +505,7 @@ static int file_write(struct writer *w, sqw_node_t *n)
 	n->blocks_start = UINT64_MAX;
 	n->sparse = 0;
 	n->dup_of = NULL;
+	n->tail_of = NULL;
 	free(n->blocks);
 	n->blocks = NULL;
 	w->st->bytes_in += size;
@@ -442,9 +524,12 @@ static int file_write(struct writer *w, sqw_node_t *n)
 		w->st->progress_bytes += size;
 		goto out;
 	}
-	ret = file_blocks(w, n, &r);
+	if (w->flags & SQW_OPT_REHEARSE)
+		w->st->progress_bytes += size - size % w->bs;
+	else
+		ret = file_blocks(w, n, &r);
 	if (!ret && frag)
-		ret = tail_add(w, n, &r);
+		ret = tail_add(w, n, &r, level);
 out:
 	rd_close(&r);
 	return ret;
@@ -474,33 +559,73 @@ static int count_sizes(struct writer *w)
 	return 0;
 }
 
-int data_write(struct writer *w)
+/*
+ * Files in canonical order (as number() listed them: a hard-linked file at
+ * its first name), directory by directory for the fragment levels.
+ */
+static int data_dir(struct writer *w, sqw_node_t *d, unsigned level, size_t *next)
 {
+	unsigned sub = level + 1 < FRAG_LEVELS ? level + 1 : level;
 	size_t i;
+	int ret;
+
+	for (i = 0; i < d->nents; i++) {
+		sqw_node_t *c = d->ents[i]->node;
+
+		if (node_is_dir(c)) {
+			ret = data_dir(w, c, sub, next);
+			if (!ret && sub != level)
+				ret = pend_move(w, &w->pend[sub], &w->pend[level]);
+			if (ret)
+				return ret;
+			continue;
+		}
+		if (*next >= w->nfiles || w->files[*next] != c)
+			continue;
+		ret = file_write(w, c, level);
+		if (ret)
+			return ret;
+		if (w->opts->progress && (*next & 63) == 63)
+			w->opts->progress(w->opts->progress_arg, w->st);
+		(*next)++;
+	}
+	return 0;
+}
+
+int data_write(struct writer *w, sqw_node_t *root)
+{
+	size_t i = 0;
 	int ret;
 
 	w->rbuf = malloc(w->bs);
 	w->rbuf2 = malloc(w->bs);
-	if (!w->rbuf || !w->rbuf2 || count_sizes(w))
+	w->pend = calloc(FRAG_LEVELS, sizeof(*w->pend));
+	if (!w->rbuf || !w->rbuf2 || !w->pend || count_sizes(w))
 		return writer_fail(w, -ENOMEM, "allocating", NULL);
-	for (i = 0; i < w->nfiles; i++) {
-		ret = file_write(w, w->files[i]);
-		if (ret)
-			goto fail;
-		if (w->opts->progress && (i & 63) == 63)
-			w->opts->progress(w->opts->progress_arg, w->st);
-	}
-	ret = frag_submit(w);
+	ret = data_dir(w, root, 0, &i);
 	if (!ret)
-		ret = drain(w);
+		ret = frag_emit(w, &w->pend[0]);
+	if (ret) {
+		drain(w);
+		return ret;
+	}
+	ret = drain(w);
 	if (ret)
 		return ret;
-	/* Duplicates take the data of the file they match. */
+	/* Shared tails, then duplicates, take the data they match. */
 	for (i = 0; i < w->nfiles; i++) {
-		sqw_node_t *n = w->files[i], *m = n->dup_of;
+		sqw_node_t *n = w->files[i], *m = n->tail_of;
 
 		if (n->blocks_start == UINT64_MAX)
 			n->blocks_start = 0;
+		if (m) {
+			n->frag_index = m->frag_index;
+			n->frag_offset = m->frag_offset;
+		}
+	}
+	for (i = 0; i < w->nfiles; i++) {
+		sqw_node_t *n = w->files[i], *m = n->dup_of;
+
 		if (!m)
 			continue;
 		memcpy(n->blocks, m->blocks, (size_t)n->nblocks * 4);
@@ -511,13 +636,6 @@ int data_write(struct writer *w)
 	}
 	w->st->fragments = w->frag_count;
 	return 0;
-fail:
-	if (w->frag) {
-		bp_release(w->bp, w->frag);
-		w->frag = NULL;
-	}
-	drain(w);
-	return ret;
 }
 
 void data_cleanup(struct writer *w)
@@ -527,6 +645,16 @@ void data_cleanup(struct writer *w)
 	u64map_free(&w->file_hash);
 	u64map_free(&w->tail_hash);
 	free(w->frag_table);
+	free(w->frag_keys);
+	if (w->pend) {
+		unsigned i;
+
+		for (i = 0; i < FRAG_LEVELS; i++) {
+			free(w->pend[i].buf);
+			free(w->pend[i].nodes);
+		}
+		free(w->pend);
+	}
 	free(w->rbuf);
 	free(w->rbuf2);
 }

@@ -283,18 +283,20 @@ int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
 	meta_writer_init(w.inodes, w.cmp);
 	meta_writer_init(w.dirs, w.cmp);
 	meta_writer_init(w.xattr_kv, w.cmp);
-	ret = outfile_init(&w.out, fd, SQW_SUPER_SIZE + (opt_len ? 2 + opt_len : 0));
-	if (ret)
-		goto fail_alloc;
+	if (!(w.flags & SQW_OPT_REHEARSE)) {
+		ret = outfile_init(&w.out, fd, SQW_SUPER_SIZE + (opt_len ? 2 + opt_len : 0));
+		if (ret)
+			goto fail_alloc;
+	}
 	w.bp = bp_create(opts->jobs, opts->queue ? opts->queue : default_queue(opts, bs),
 			 w.cmp, bs, &ret);
 	if (!w.bp)
 		goto fail_alloc;
 
-	ret = data_write(&w);
+	ret = data_write(&w, sqw_tree_root(tree));
 	bp_destroy(w.bp);
 	w.bp = NULL;
-	if (ret)
+	if (ret || (w.flags & SQW_OPT_REHEARSE))
 		goto out;
 	ret = tables_write(&w, tree, &sb);
 	if (ret)

@@ -59,6 +59,7 @@ struct sqw_node {
 	uint32_t frag_offset;
 	uint64_t sparse;
 	sqw_node_t *dup_of;	/* identical earlier file */
+	sqw_node_t *tail_of;	/* earlier file with an identical tail */
 
 	/* directories */
 	uint32_t dir_block;	/* listing start in the directory table */

@@ -15,6 +15,23 @@
 
 enum { JOB_DATA = 1, JOB_FRAG = 2 };
 
+/*
+ * Fragment packing: each directory down to this depth gathers the tails
+ * of its files and what its subdirectories left over; full fragment
+ * blocks go out as they fill, the rest moves up at the directory's end.
+ * A fragment block then depends on one subtree only, which is what lets
+ * sqfs-stage compress it before the seal (deeper directories share the
+ * deepest level, so memory stays at FRAG_LEVELS blocks).
+ */
+#define FRAG_LEVELS 32
+
+struct frag_pend {
+	uint8_t *buf;			/* block_size bytes, on first use */
+	uint32_t len;
+	sqw_node_t **nodes;		/* their tails, in order */
+	size_t n, cap;
+};
+
 struct writer {
 	const struct sqw_image_opts *opts;
 	uint32_t bs;
@@ -34,7 +51,9 @@ struct writer {
 
 	/* data pass */
 	struct bp *bp;
-	struct bp_job *frag;		/* fragment block being filled */
+	struct frag_pend *pend;		/* [FRAG_LEVELS] tails not yet in a block */
+	uint8_t *frag_keys;		/* 16 bytes per fragment block (rehearsal) */
+	size_t frag_keys_cap;
 	uint8_t *frag_table;		/* 16-byte entries */
 	size_t frag_count, frag_cap;
 	struct u64map size_count;	/* file size -> files of that size */
@@ -71,7 +90,7 @@ static inline int writer_fail(struct writer *w, int code, const char *what,
 }
 
 /* data.c */
-int data_write(struct writer *w);
+int data_write(struct writer *w, sqw_node_t *root);
 void data_cleanup(struct writer *w);
 
 /* inode.c */

@@ -220,6 +220,68 @@ void stage_bg_forget(struct stage *s, struct snode *n)
 	n->ncblk = 0;
 }
 
+/* Append a stored form to SPOOL/blocks; the background thread only. */
+static int append(struct stage_bg *bg, const void *data, uint32_t len, uint64_t *off)
+{
+	struct stage *s = bg->s;
+	size_t done = 0;
+	ssize_t w = 0;
+
+	bg->cend = aligned(bg->cend);
+	/* A short write is retried: the second one says why (ENOSPC). */
+	while (done < len) {
+		w = pwrite(bg->cfd, (const char *)data + done, len - done,
+			   (off_t)(bg->cend + done));
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	if (done < len) {
+		int e = w < 0 ? errno : ENOSPC;
+
+		/*
+		 * Spool full: the seal will compress this block itself.  The
+		 * part written goes, so the store takes no room for nothing.
+		 */
+		if (ftruncate(bg->cfd, (off_t)bg->cend) && !bg->warned)
+			stage_log(s, LOG_WARNING, "truncating %s/blocks: %s", s->spool,
+				  strerror(errno));
+		if (!bg->warned++)
+			stage_log(s, LOG_WARNING, "background compression paused a block: %s; "
+				  "the seal will compress it", strerror(e));
+		return -e;
+	}
+	if (bg->warned) {
+		stage_log(s, LOG_INFO, "background compression stores blocks again");
+		bg->warned = 0;
+	}
+	*off = bg->cend;
+	bg->cend += len;
+	return 0;
+}
+
+int stage_bg_append(struct stage *s, const void *data, uint32_t len, uint64_t *off)
+{
+	return s->bg ? append(s->bg, data, len, off) : -ENOSYS;
+}
+
+int stage_bg_read(struct stage *s, uint64_t off, void *buf, uint32_t len)
+{
+	if (!s->bg)
+		return -ENOSYS;
+	return pread(s->bg->cfd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -EIO;
+}
+
+void stage_bg_punch(struct stage *s, uint64_t off, uint32_t word)
+{
+	punch_entry(s->bg, off, word);
+}
+
+int stage_bg_interrupted(const struct stage *s)
+{
+	return s->bg && __atomic_load_n(&s->bg->interrupt, __ATOMIC_RELAXED);
+}
+
 /* Record a finished block, unless its file changed since it was read. */
 static void block_done(struct stage_bg *bg, struct bp_job *j)
 {
@@ -229,42 +291,8 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 
 	if (j->err)
 		return;
-	if (j->size_word) {
-		size_t done = 0;
-		ssize_t w = 0;
-
-		bg->cend = aligned(bg->cend);
-
-		/* A short write is retried: the second one says why (ENOSPC). */
-		while (done < j->result_len) {
-			w = pwrite(bg->cfd, (const char *)j->result + done, j->result_len - done,
-				   (off_t)(bg->cend + done));
-			if (w <= 0)
-				break;
-			done += (size_t)w;
-		}
-		if (done < j->result_len) {
-			int e = w < 0 ? errno : ENOSPC;
-
-			/*
-			 * Spool full: the seal will compress this block itself.  The
-			 * part written goes, so the store takes no room for nothing.
-			 */
-			if (ftruncate(bg->cfd, (off_t)bg->cend) && !bg->warned)
-				stage_log(s, LOG_WARNING, "truncating %s/blocks: %s", s->spool,
-					  strerror(errno));
-			if (!bg->warned++)
-				stage_log(s, LOG_WARNING, "background compression paused a block: %s; "
-					  "the seal will compress it", strerror(e));
-			return;
-		}
-		if (bg->warned) {
-			stage_log(s, LOG_INFO, "background compression stores blocks again");
-			bg->warned = 0;
-		}
-		off = bg->cend;
-		bg->cend += j->result_len;
-	}
+	if (j->size_word && append(bg, j->result, j->result_len, &off))
+		return;
 	pthread_mutex_lock(&s->lock);
 	n = stage_get(s, bg->ino);
 	if (n && n->wgen == bg->wgen && n->links && j->index < full_blocks(s, n)) {
@@ -372,9 +400,25 @@ static void *bg_main(void *arg)
 		struct snode *n;
 		uint64_t nb, i;
 		size_t ntodo = 0;
+		struct timespec dl;
 
-		while (!bg->stop && (bg->pause || !bg->qlen))
-			pthread_cond_wait(&bg->cond, &s->lock);
+		while (!bg->stop && (bg->pause || !bg->qlen)) {
+			/* Idle: time for a rehearsal of the seal's fragment blocks? */
+			int due = bg->pause ? -1 : stage_pp_due(s, &dl);
+
+			if (due > 0) {
+				bg->busy = 1;
+				pthread_mutex_unlock(&s->lock);
+				stage_pp_rehearse(s);
+				pthread_mutex_lock(&s->lock);
+				bg->busy = 0;
+				pthread_cond_broadcast(&bg->idle);
+			} else if (due == 0) {
+				pthread_cond_timedwait(&bg->cond, &s->lock, &dl);
+			} else {
+				pthread_cond_wait(&bg->cond, &s->lock);
+			}
+		}
 		if (bg->stop)
 			break;
 		n = stage_get(s, queue_pop(bg));
@@ -447,19 +491,30 @@ int stage_bg_start(struct stage *s)
 	bg->bp = bp_create(o->jobs, queue, bg->cmp, bg->bs, &ret);
 	if (!bg->bp)
 		goto fail;
+	s->pp = stage_pp_create();
+	if (!s->pp) {
+		ret = -ENOMEM;
+		goto fail;
+	}
 	pthread_cond_init(&bg->cond, NULL);
 	pthread_cond_init(&bg->idle, NULL);
+	/* Before the thread starts: it reaches its store through s->bg. */
+	pthread_mutex_lock(&s->lock);
+	s->bg = bg;
+	pthread_mutex_unlock(&s->lock);
 	ret = -pthread_create(&bg->thread, NULL, bg_main, bg);
 	if (ret) {
+		pthread_mutex_lock(&s->lock);
+		s->bg = NULL;
+		pthread_mutex_unlock(&s->lock);
 		pthread_cond_destroy(&bg->cond);
 		pthread_cond_destroy(&bg->idle);
 		goto fail;
 	}
-	pthread_mutex_lock(&s->lock);
-	s->bg = bg;
-	pthread_mutex_unlock(&s->lock);
 	return 0;
 fail:
+	stage_pp_free(s, s->pp);
+	s->pp = NULL;
 	bp_destroy(bg->bp);
 	sqw_compressor_destroy(bg->cmp);
 	if (bg->cfd >= 0)
@@ -485,6 +540,8 @@ void stage_bg_stop(struct stage *s)
 		return;
 	pthread_join(bg->thread, NULL);
 	pthread_mutex_lock(&s->lock);
+	stage_pp_free(NULL, s->pp);	/* its blocks go with SPOOL/blocks */
+	s->pp = NULL;
 	s->bg = NULL;
 	pthread_mutex_unlock(&s->lock);
 	bp_destroy(bg->bp);
@@ -548,4 +605,5 @@ void stage_bg_status(const struct stage *s, struct stage_bg_status *st)
 	st->stored_blocks = s->bg->stored_blocks;
 	st->stored_bytes = s->bg->stored_bytes;
 	st->busy = s->bg->busy;
+	stage_pp_counts(s, &st->rehearsals, &st->stored_frags, &st->rehearsal_current);
 }

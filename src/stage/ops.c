@@ -1283,14 +1283,19 @@ static void status_request(fuse_req_t req, size_t size)
 	len = snprintf(buf, sizeof(buf),
 		       "{\"background\": %s, \"queued_files\": %llu, \"queued_bytes\": %llu, "
 		       "\"busy\": %d, \"stored_blocks\": %llu, \"stored_bytes\": %llu, "
-		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu}",
+		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu, "
+		       "\"rehearsals\": %llu, \"rehearsal_current\": %s, "
+		       "\"prepacked_fragments\": %llu}",
 		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
 		       (unsigned long long)st.queued_bytes, st.busy,
 		       (unsigned long long)st.stored_blocks,
 		       (unsigned long long)st.stored_bytes,
 		       (unsigned long long)s->total_writers,
 		       stage_pt_wanted(s) ? "true" : "false",
-		       (unsigned long long)stage_pt_opens(s));
+		       (unsigned long long)stage_pt_opens(s),
+		       (unsigned long long)st.rehearsals,
+		       st.rehearsal_current ? "true" : "false",
+		       (unsigned long long)st.stored_frags);
 	unlock(s);
 	reply_value(req, buf, (size_t)len, size);
 }

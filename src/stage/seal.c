@@ -24,6 +24,7 @@ struct seal_ctx {
 	/* For messages; grows: a staged tree may be deeper than PATH_MAX. */
 	char *path;
 	size_t plen, pcap;
+	int rehearse;		/* prepack.c: open files as they are, no xattrs */
 };
 
 /*
@@ -88,6 +89,7 @@ static const struct sqw_source_ops stage_source_ops = {
 	.next_data = src_next_data,
 	.stored_block = src_stored_block,
 	.close = src_close,
+	.stored_frag = stage_pp_stored,
 };
 
 static int fail(struct seal_ctx *c, const char *fmt, ...)
@@ -125,7 +127,7 @@ static int add_xattrs(struct seal_ctx *c, const struct snode *n, sqw_node_t *q)
 	size_t i;
 	int ret;
 
-	if (c->s->opts.img.flags & SQW_OPT_NO_XATTRS)
+	if ((c->s->opts.img.flags & SQW_OPT_NO_XATTRS) || c->rehearse)
 		return 0;
 	for (i = 0; i < n->nxattrs; i++) {
 		ret = sqw_node_set_xattr(c->tree, q, n->xattrs[i].name,
@@ -162,7 +164,7 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 			c->path[base] = '/';
 			memcpy(c->path + base + 1, d->name, d->len + 1);
 			c->plen = base + 1 + d->len;
-			if (S_ISREG(n->mode) && n->writers)
+			if (S_ISREG(n->mode) && n->writers && !c->rehearse)
 				return fail(c, "%s: still open for writing; close it and seal again",
 					    c->path);
 			if (!S_ISDIR(n->mode) && n->sqw_pass == c->s->pass) {
@@ -235,30 +237,49 @@ static char *summary(struct stage *s, const struct sqw_stats *st, double start)
 	return out;
 }
 
+/* The staged tree as the writer's model, under stage->lock. */
+static int tree_build(struct seal_ctx *c)
+{
+	struct sqw_attr a;
+
+	c->tree = sqw_tree_create();
+	if (!c->tree)
+		return fail(c, "out of memory");
+	c->s->pass++;
+	attr_of(c->s->root, &a);
+	sqw_node_set_attr(sqw_tree_root(c->tree), &a);
+	if (add_xattrs(c, c->s->root, sqw_tree_root(c->tree)) ||
+	    build_dir(c, c->s->root, sqw_tree_root(c->tree)))
+		return -1;
+	return 0;
+}
+
+sqw_tree_t *stage_tree_rehearsal(struct stage *s)
+{
+	struct seal_ctx c = { .s = s, .rehearse = 1 };
+
+	if (tree_build(&c)) {
+		sqw_tree_destroy(c.tree);
+		c.tree = NULL;
+	}
+	free(c.msg);
+	free(c.path);
+	return c.tree;
+}
+
 int stage_seal(struct stage *s, char **out)
 {
 	struct seal_ctx c = { .s = s };
 	struct cli_publish pub = { .fd = -1 };
 	struct sqw_stats st;
 	struct sqw_error err;
-	struct sqw_attr a;
 	double start = cli_now();
 	int ret;
 
 	*out = NULL;
 	stage_bg_pause(s);
 	wait_writers(s);
-	c.tree = sqw_tree_create();
-	if (!c.tree) {
-		stage_bg_resume(s);
-		*out = strdup("out of memory");
-		return -1;
-	}
-	s->pass++;
-	attr_of(s->root, &a);
-	sqw_node_set_attr(sqw_tree_root(c.tree), &a);
-	if (add_xattrs(&c, s->root, sqw_tree_root(c.tree)) ||
-	    build_dir(&c, s->root, sqw_tree_root(c.tree)))
+	if (tree_build(&c))
 		goto fail;
 	ret = cli_publish_open(&pub, s->image);
 	if (ret) {

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "sqw/tree.h"
 
 /* SquashFS stores names of up to 256 bytes (the kernel's FUSE lets 1024 through). */
 #define STAGE_NAME_MAX 256
@@ -118,6 +119,8 @@ struct stage_bg_status {
 	uint64_t queued_files, queued_bytes;
 	uint64_t stored_blocks, stored_bytes;
 	int busy;
+	uint64_t rehearsals, stored_frags;	/* prepack.c */
+	int rehearsal_current;		/* the last one saw the tree as it is */
 };
 
 struct stage {
@@ -139,6 +142,7 @@ struct stage {
 	struct stage_ids ids;
 	uint64_t file_max;	/* EFBIG beyond: see STAGE_FILE_CAP */
 	struct stage_bg *bg;	/* NULL: no background compression */
+	struct stage_pp *pp;	/* with bg: fragment blocks compressed ahead */
 	int no_background;	/* -o no_background */
 	struct stage_jnl *jnl;	/* NULL: no journal (replay in progress) */
 	struct stage_pt *pt;	/* NULL: no passthrough (-o no_passthrough) */
@@ -203,6 +207,41 @@ void stage_bg_resume(struct stage *s);
 int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
 		    void *buf, uint32_t *word);
 void stage_bg_status(const struct stage *s, struct stage_bg_status *st);
+/*
+ * For prepack.c, from the background thread: append a stored form to
+ * SPOOL/blocks (its offset in *off; -errno when the spool is full), read
+ * one back (any thread, while the background is paused or is the caller),
+ * give one's room back; and whether a seal or a stop wants the thread.
+ */
+int stage_bg_append(struct stage *s, const void *data, uint32_t len, uint64_t *off);
+int stage_bg_read(struct stage *s, uint64_t off, void *buf, uint32_t len);
+void stage_bg_punch(struct stage *s, uint64_t off, uint32_t word);
+int stage_bg_interrupted(const struct stage *s);
+
+/*
+ * prepack.c: fragment blocks compressed before the seal.  Between seals
+ * the background thread runs the writer's data pass over the staged tree
+ * (a rehearsal), and keeps the fragment blocks it compressed under a hash
+ * of their contents; the seal builds its fragment blocks as always and
+ * takes the stored form of each one whose contents it finds.  The image
+ * does not depend on any of this: a block found is byte for byte what
+ * compressing it would give, and one not found is compressed.
+ */
+struct stage_pp;
+struct stage_pp *stage_pp_create(void);
+void stage_pp_free(struct stage *s, struct stage_pp *pp);
+/* Background thread, stage->lock held: run a rehearsal now? *wait: when. */
+int stage_pp_due(struct stage *s, struct timespec *wait);
+/* Background thread, stage->lock not held (taken to copy the tree). */
+void stage_pp_rehearse(struct stage *s);
+/* sqw_source_ops.stored_frag for the seal (ctx: the stage). */
+int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
+		    uint32_t *word);
+/* stage->lock held: rehearsals run, fragment blocks kept, up to date. */
+void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frags,
+		     int *current);
+/* seal.c: the staged tree for a rehearsal (open files as they are). */
+sqw_tree_t *stage_tree_rehearsal(struct stage *s);
 
 /*
  * journal.c: the metadata journal in SPOOL/journal (see there).  Called with

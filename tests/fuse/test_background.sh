@@ -10,7 +10,11 @@
 #     byte-identical to sqfs-pack of the final tree and to a mount with
 #     -o no_background;
 #   - writers racing with the compressor never leak stale blocks;
-#   - sqfs-seal --keep, then more changes, then a second seal.
+#   - sqfs-seal --keep, then more changes, then a second seal;
+#   - fragment blocks compressed by rehearsals before the seal are taken
+#     where the tails are unchanged, and changes made after the last
+#     rehearsal (edited, new, removed and renamed small files) still give
+#     the image of sqfs-pack.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -209,5 +213,71 @@ find "$M" "$WORK/race" -exec touch -h -d @1650000000 {} +
 wait_daemon 0
 REF=$(pack_ref "$WORK/race")
 same_as "racing writers" "$WORK/d.sqfs" "$REF"
+
+# --- 5: fragment blocks compressed before the seal --------------------------
+M=$WORK/m5
+SMALL=$WORK/small
+python3 - "$SMALL" <<'EOF'
+import os, random, sys
+root = sys.argv[1]
+r = random.Random(11)
+words = [b"lorem", b"ipsum", b"dolor", b"sit", b"amet", b"consectetur"]
+for d in range(8):
+    for sub in ("", "sub"):
+        path = os.path.join(root, "dir%d" % d, sub)
+        os.makedirs(path, exist_ok=True)
+        for i in range(25):
+            n = r.randrange(100, 9000)
+            text = b" ".join(r.choice(words) for _ in range(n // 5))[:n]
+            with open(os.path.join(path, "t%02d.txt" % i), "wb") as f:
+                f.write(text + r.randbytes(r.randrange(0, 300)))
+EOF
+find "$SMALL" -exec touch -h -d @1650000000 {} +
+stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+cp -a "$SMALL/." "$M/"
+for ((i = 0; i < 300; i++)); do
+	st=$(status "$M")
+	[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
+	sleep 0.1
+done
+pre=$(field "$st" prepacked_fragments)
+if [[ $(field "$st" rehearsal_current) == True && $pre -gt 0 ]]; then
+	ok "a rehearsal compressed $pre fragment blocks"
+else
+	fail "no rehearsal within 30 s: $st"
+fi
+# Changes in two directories, then the seal at once (most likely before
+# the next rehearsal): the image must still be sqfs-pack's.
+edit() { # ROOT
+	python3 - "$1" <<'EOF'
+import os, sys
+root = sys.argv[1]
+def p(*a): return os.path.join(root, *a)
+with open(p("dir2", "t03.txt"), "r+b") as f:
+    f.seek(50); f.write(b"CHANGED")
+with open(p("dir2", "new.txt"), "wb") as f:
+    f.write(b"a new small file\n" * 40)
+os.unlink(p("dir5", "sub", "t07.txt"))
+os.rename(p("dir5", "t01.txt"), p("dir5", "sub", "zz.txt"))
+EOF
+}
+edit "$SMALL"
+edit "$M"
+find "$M" "$SMALL" -exec touch -h -d @1650000000 {} +
+out=$("$SEAL" --json "$M")
+wait_daemon 0
+REF=$(pack_ref "$SMALL")
+same_as "fragments compressed before the seal, then changes" "$WORK/e.sqfs" "$REF"
+took=$(field "$out" stored_fragments)
+all=$(field "$out" fragments)
+if [[ $took -gt 0 && $took -le $all ]]; then
+	ok "the seal took $took of $all fragment blocks as rehearsed"
+else
+	fail "the seal took $took of $all fragment blocks: $out"
+fi
+if loop_mount "$WORK/e.sqfs" "$WORK/k5"; then
+	if diff -r "$SMALL" "$WORK/k5" >/dev/null; then ok "kernel view of the rehearsed image"; else fail "kernel view differs"; fi
+	loop_umount "$WORK/k5"
+fi
 
 finish

@@ -1894,6 +1894,122 @@ static void test_fragments(void **state)
 	sqw_tree_destroy(t);
 }
 
+/* A store of fragment blocks, as sqfs-stage keeps one (one test at a time). */
+#define FS_MAX 256
+static struct {
+	uint8_t key[16];
+	uint32_t word;
+	uint8_t *data;
+} fstore[FS_MAX];
+static size_t fstore_n;
+
+static void fs_done(void *ctx, const uint8_t key[16], const void *data, uint32_t word)
+{
+	uint32_t len = word & ~(1u << 24);
+
+	(void)ctx;
+	assert_true(fstore_n < FS_MAX);
+	memcpy(fstore[fstore_n].key, key, 16);
+	fstore[fstore_n].word = word;
+	fstore[fstore_n].data = malloc(len);
+	assert_non_null(fstore[fstore_n].data);
+	memcpy(fstore[fstore_n].data, data, len);
+	fstore_n++;
+}
+
+static int fs_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
+		     uint32_t *word)
+{
+	size_t i;
+
+	(void)ctx;
+	(void)len;
+	for (i = 0; i < fstore_n; i++) {
+		if (memcmp(fstore[i].key, key, 16))
+			continue;
+		memcpy(buf, fstore[i].data, fstore[i].word & ~(1u << 24));
+		*word = fstore[i].word;
+		return 1;
+	}
+	return 0;
+}
+
+static const struct sqw_source_ops ops_store = {
+	.open = src_open, .read = src_read, .next_data = src_next_data,
+	.close = src_close, .stored_frag = fs_stored, .frag_done = fs_done,
+};
+
+/*
+ * Fragment blocks depend on one subtree: a file added to the first
+ * directory leaves the full fragment blocks of the others as they were (a
+ * rehearsal finds them stored), and a write taking every block from the
+ * store gives the same bytes as one compressing them.
+ */
+static void test_fragment_locality(void **state)
+{
+	enum { PER_DIR = 40, N = 3 * PER_DIR + 1 };
+	struct spec s[N];
+	char names[N][16];
+	struct sqw_image_opts o, r;
+	struct out a, b, full, plain;
+	sqw_tree_t *ta, *tb;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < N; i++) {
+		memset(&s[i], 0, sizeof(s[i]));
+		if (i < 3 * PER_DIR)
+			snprintf(names[i], sizeof(names[i]), "%c/f%02zu", "abc"[i / PER_DIR],
+				 i % PER_DIR);
+		else
+			snprintf(names[i], sizeof(names[i]), "a/new");
+		s[i].path = names[i];
+		s[i].mode = S_IFREG | 0644;
+		s[i].mf = mf_gen(5000 + (i * 7919) % 7000, 300 + i, 0);
+	}
+	opts_init(&o, "zstd", BS);
+	r = o;
+	r.flags |= SQW_OPT_REHEARSE;
+	ta = build(s, N - 1, 0);
+	tb = build(s, N, 0);
+	fstore_n = 0;
+
+	/* A rehearsal writes nothing and fills the store. */
+	write_image(ta, &ops_store, &r, &a);
+	assert_int_equal(a.ret, 0);
+	assert_int_equal(a.size, 0);
+	assert_true(a.st.fragments >= 6);
+	assert_int_equal(a.st.stored_frags, 0);
+	assert_int_equal(fstore_n, a.st.fragments);
+
+	/* One more file in a/: b/ and c/ keep their full blocks. */
+	write_image(tb, &ops_store, &r, &b);
+	assert_int_equal(b.ret, 0);
+	assert_true(b.st.stored_frags >= 4);
+	assert_true(b.st.stored_frags < b.st.fragments);
+	assert_int_equal(fstore_n, a.st.fragments + b.st.fragments - b.st.stored_frags);
+
+	/* The seal's write: every block from the store, same image. */
+	write_image(tb, &ops_store, &o, &full);
+	write_image(tb, &ops_holes, &o, &plain);
+	assert_int_equal(full.ret, 0);
+	assert_int_equal(plain.ret, 0);
+	assert_int_equal(full.st.stored_frags, full.st.fragments);
+	assert_int_equal(plain.st.stored_frags, 0);
+	assert_int_equal(full.size, plain.size);
+	assert_memory_equal(full.data, plain.data, plain.size);
+
+	for (i = 0; i < fstore_n; i++)
+		free(fstore[i].data);
+	fstore_n = 0;
+	out_free(&a);
+	out_free(&b);
+	out_free(&full);
+	out_free(&plain);
+	sqw_tree_destroy(ta);
+	sqw_tree_destroy(tb);
+}
+
 /* Superblock flags, options block and tables for each codec and option. */
 static void test_superblock(void **state)
 {
@@ -2505,6 +2621,7 @@ int main(void)
 		cmocka_unit_test(test_tail_dedup),
 		cmocka_unit_test(test_tail_dedup_no_empty_fragment),
 		cmocka_unit_test(test_fragments),
+		cmocka_unit_test(test_fragment_locality),
 		cmocka_unit_test(test_superblock),
 		cmocka_unit_test(test_no_xattrs),
 		cmocka_unit_test(test_padding),

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Fragment blocks compressed before the seal.
+ *
+ * Most of a typical tree's bytes can sit in files' tails (535 of 924 MB
+ * in the bench corpus), and tails only form fragment blocks in the final
+ * tree's order, so without this the seal compresses all of them.  The
+ * writer packs fragments directory by directory (src/sqw/data.c), so a
+ * fragment block depends on one subtree only; a rehearsal (the writer's
+ * data pass run over the staged tree, full blocks skipped, nothing
+ * written) then compresses every fragment block of the tree as it stands,
+ * and those of subtrees that are done stay valid whatever happens
+ * elsewhere.  Blocks are kept under XXH3-128 of their contents; the seal
+ * takes the stored form of any block it builds with a known hash.
+ *
+ * Threads: rehearsals run in the background thread with bg->busy set, so
+ * a seal (which pauses the thread and waits for busy to clear) never sees
+ * the table change under it; the table is only touched by that thread or
+ * by a seal.  A seal interrupts a rehearsal at its next file.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "pack/pack.h"
+#include "sqw/image.h"
+#include "stage/stage.h"
+#include "util/u64map.h"
+#include "util/util.h"
+
+/* At most one rehearsal per interval, counted from the end of the last. */
+#define PP_INTERVAL_MS 1000
+
+struct fent {
+	uint8_t key[16];
+	uint64_t off;		/* in SPOOL/blocks */
+	uint32_t word;		/* SquashFS size word */
+	uint32_t used;		/* serial of the last rehearsal or seal using it */
+};
+
+struct stage_pp {
+	struct fent *e;
+	size_t n, cap;
+	struct u64map map;	/* first 8 key bytes | 1 -> index + 1 */
+	uint32_t serial;
+	uint64_t rehearsed_gen;	/* s->gen the last complete rehearsal saw */
+	struct timespec last_end;	/* CLOCK_MONOTONIC */
+	/* for the status, under stage->lock (n changes without it) */
+	uint64_t runs, kept;
+};
+
+static uint64_t key64(const uint8_t key[16])
+{
+	uint64_t k = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		k = k << 8 | key[i];
+	return k | 1;
+}
+
+struct stage_pp *stage_pp_create(void)
+{
+	struct stage_pp *pp = calloc(1, sizeof(*pp));
+
+	if (pp)
+		pp->serial = 1;
+	return pp;
+}
+
+void stage_pp_free(struct stage *s, struct stage_pp *pp)
+{
+	size_t i;
+
+	if (!pp)
+		return;
+	for (i = 0; s && i < pp->n; i++)
+		stage_bg_punch(s, pp->e[i].off, pp->e[i].word);
+	u64map_free(&pp->map);
+	free(pp->e);
+	free(pp);
+}
+
+void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frags,
+		     int *current)
+{
+	*rehearsals = s->pp ? s->pp->runs : 0;
+	*frags = s->pp ? s->pp->kept : 0;
+	*current = s->pp && s->pp->runs && s->pp->rehearsed_gen == s->gen;
+}
+
+static struct fent *find(struct stage_pp *pp, const uint8_t key[16])
+{
+	uint64_t *v = u64map_find(&pp->map, key64(key));
+	struct fent *e;
+
+	if (!v || !*v)
+		return NULL;
+	e = &pp->e[*v - 1];
+	return memcmp(e->key, key, 16) ? NULL : e;
+}
+
+static int64_t ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+int stage_pp_due(struct stage *s, struct timespec *wait)
+{
+	struct stage_pp *pp = s->pp;
+	int64_t left = PP_INTERVAL_MS;
+
+	if (!pp)
+		return -1;
+	if (s->gen != pp->rehearsed_gen && s->gen != s->sealed_gen) {
+		left = PP_INTERVAL_MS - ms_since(&pp->last_end);
+		if (left <= 0)
+			return 1;
+	}
+	/*
+	 * Changes do not wake the thread (only closed files with full blocks
+	 * do), so it looks again after a while.  The condition variable waits
+	 * on CLOCK_REALTIME.
+	 */
+	clock_gettime(CLOCK_REALTIME, wait);
+	wait->tv_sec += left / 1000;
+	wait->tv_nsec += (left % 1000) * 1000000;
+	if (wait->tv_nsec >= 1000000000) {
+		wait->tv_sec++;
+		wait->tv_nsec -= 1000000000;
+	}
+	return 0;
+}
+
+/*
+ * The rehearsal's view of the files: the spool files, nothing stored.  A
+ * file that went or shrank meanwhile reads as zeros: the blocks made of it
+ * are wrong, and only cost the room they take until the next rehearsal.
+ */
+static char gone;	/* the handle of such a file */
+
+static int rh_open(void *ctx, void *id, void **handle)
+{
+	struct stage *s = ctx;
+	char name[32];
+
+	if (stage_bg_interrupted(s))
+		return -EINTR;
+	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)id);
+	if (fd_source_openat(s->datafd, name, handle))
+		*handle = &gone;
+	return 0;
+}
+
+static int rh_read(void *handle, uint64_t off, void *buf, size_t len)
+{
+	if (handle == &gone || fd_source_read(handle, off, buf, len))
+		memset(buf, 0, len);
+	return 0;
+}
+
+static int64_t rh_next_data(void *handle, uint64_t off)
+{
+	int64_t r = handle == &gone ? -1 : fd_source_next_data(handle, off);
+
+	return r < 0 ? (int64_t)off : r;
+}
+
+static void rh_close(void *handle)
+{
+	if (handle != &gone)
+		fd_source_close(handle);
+}
+
+int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
+		    uint32_t *word)
+{
+	struct stage *s = ctx;
+	struct fent *e = s->pp ? find(s->pp, key) : NULL;
+	uint32_t n;
+
+	(void)len;	/* part of the key */
+	if (!e)
+		return 0;
+	n = e->word & ~(1u << 24);
+	if (stage_bg_read(s, e->off, buf, n))
+		return 0;	/* compressed again */
+	e->used = s->pp->serial;
+	*word = e->word;
+	return 1;
+}
+
+static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uint32_t word)
+{
+	struct stage *s = ctx;
+	struct stage_pp *pp = s->pp;
+	uint32_t len = word & ~(1u << 24);
+	struct fent *e;
+	uint64_t *v, off;
+	int isnew;
+
+	if (!len || find(pp, key))
+		return;
+	if (array_reserve((void **)&pp->e, &pp->cap, pp->n + 1, sizeof(*pp->e)))
+		return;
+	v = u64map_get(&pp->map, key64(key), &isnew);
+	if (!v || !isnew)
+		return;		/* a 64-bit prefix twin: it stays uncached */
+	if (stage_bg_append(s, data, len, &off)) {
+		*v = 0;
+		return;
+	}
+	e = &pp->e[pp->n];
+	memcpy(e->key, key, 16);
+	e->off = off;
+	e->word = word;
+	e->used = pp->serial;
+	*v = ++pp->n;
+}
+
+static const struct sqw_source_ops rehearsal_ops = {
+	.open = rh_open,
+	.read = rh_read,
+	.next_data = rh_next_data,
+	.close = rh_close,
+	.stored_frag = stage_pp_stored,
+	.frag_done = rh_frag_done,
+};
+
+/* Blocks neither this rehearsal nor the last seal used give their room back. */
+static void evict(struct stage *s, struct stage_pp *pp)
+{
+	size_t i, k = 0;
+
+	u64map_free(&pp->map);
+	for (i = 0; i < pp->n; i++) {
+		struct fent *e = &pp->e[i];
+		uint64_t *v;
+		int isnew;
+
+		if (e->used != pp->serial) {
+			stage_bg_punch(s, e->off, e->word);
+			continue;
+		}
+		pp->e[k] = *e;
+		v = u64map_get(&pp->map, key64(e->key), &isnew);
+		if (v)
+			*v = k + 1;
+		k++;
+	}
+	pp->n = k;
+}
+
+void stage_pp_rehearse(struct stage *s)
+{
+	struct stage_pp *pp = s->pp;
+	struct sqw_image_opts o;
+	sqw_tree_t *t;
+	uint64_t gen;
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	gen = s->gen;
+	o = s->opts.img;
+	t = stage_tree_rehearsal(s);
+	pthread_mutex_unlock(&s->lock);
+	if (!t) {
+		clock_gettime(CLOCK_MONOTONIC, &pp->last_end);
+		return;
+	}
+	o.flags |= SQW_OPT_REHEARSE;
+	o.progress = NULL;
+	pp->serial++;
+	ret = sqw_image_write(t, &rehearsal_ops, s, -1, &o, NULL, NULL);
+	sqw_tree_destroy(t);
+	pthread_mutex_lock(&s->lock);
+	if (!ret) {
+		evict(s, pp);
+		pp->rehearsed_gen = gen;
+		pp->runs++;
+	}
+	pp->kept = pp->n;
+	clock_gettime(CLOCK_MONOTONIC, &pp->last_end);
+	pthread_mutex_unlock(&s->lock);
+}
