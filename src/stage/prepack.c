@@ -30,8 +30,14 @@
 #include "util/u64map.h"
 #include "util/util.h"
 
-/* At most one rehearsal per interval, counted from the end of the last. */
+/*
+ * At most one rehearsal per interval, counted from the end of the last,
+ * and at least PP_IDLE_FACTOR times as long as the last one took: its tree
+ * copy holds stage->lock and its reads take CPU from the producer, so this
+ * bounds both to a fifth of the time on a large tree.
+ */
 #define PP_INTERVAL_MS 1000
+#define PP_IDLE_FACTOR 4
 
 struct fent {
 	uint8_t key[16];
@@ -47,6 +53,7 @@ struct stage_pp {
 	uint32_t serial;
 	uint64_t rehearsed_gen;	/* s->gen the last complete rehearsal saw */
 	struct timespec last_end;	/* CLOCK_MONOTONIC */
+	int64_t interval_ms;
 	/* for the status, under stage->lock (n changes without it) */
 	uint64_t runs, kept;
 };
@@ -65,8 +72,10 @@ struct stage_pp *stage_pp_create(void)
 {
 	struct stage_pp *pp = calloc(1, sizeof(*pp));
 
-	if (pp)
+	if (pp) {
 		pp->serial = 1;
+		pp->interval_ms = PP_INTERVAL_MS;
+	}
 	return pp;
 }
 
@@ -118,7 +127,7 @@ int stage_pp_due(struct stage *s, struct timespec *wait)
 	if (!pp)
 		return -1;
 	if (s->gen != pp->rehearsed_gen && s->gen != s->sealed_gen) {
-		left = PP_INTERVAL_MS - ms_since(&pp->last_end);
+		left = pp->interval_ms - ms_since(&pp->last_end);
 		if (left <= 0)
 			return 1;
 	}
@@ -260,10 +269,13 @@ void stage_pp_rehearse(struct stage *s)
 {
 	struct stage_pp *pp = s->pp;
 	struct sqw_image_opts o;
+	struct timespec start;
 	sqw_tree_t *t;
 	uint64_t gen;
+	int64_t took;
 	int ret;
 
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	pthread_mutex_lock(&s->lock);
 	gen = s->gen;
 	o = s->opts.img;
@@ -286,5 +298,8 @@ void stage_pp_rehearse(struct stage *s)
 	}
 	pp->kept = pp->n;
 	clock_gettime(CLOCK_MONOTONIC, &pp->last_end);
+	took = ms_since(&start);
+	pp->interval_ms = took * PP_IDLE_FACTOR > PP_INTERVAL_MS ? took * PP_IDLE_FACTOR :
+			  PP_INTERVAL_MS;
 	pthread_mutex_unlock(&s->lock);
 }
