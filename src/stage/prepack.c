@@ -19,6 +19,9 @@
  * by a seal.  A seal interrupts a rehearsal at its next file.
  */
 #include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -265,6 +268,49 @@ static void evict(struct stage *s, struct stage_pp *pp)
 	pp->n = k;
 }
 
+struct rh_run {
+	struct stage *s;
+	sqw_tree_t *t;
+	const struct sqw_image_opts *o;
+	int ret;
+};
+
+static void *rh_main(void *arg)
+{
+	struct rh_run *r = arg;
+
+	r->ret = sqw_image_write(r->t, &rehearsal_ops, r->s, -1, r->o, NULL, NULL);
+	return NULL;
+}
+
+/*
+ * The data pass runs in a thread of its own under SCHED_IDLE (its workers
+ * inherit the policy), so it only takes CPU nobody else wants and never
+ * slows the producer; it holds no lock.  A seal, which finds the CPU free,
+ * interrupts it.  Where that thread cannot be made, it runs here.
+ */
+static int rh_run_idle(struct stage *s, sqw_tree_t *t, const struct sqw_image_opts *o)
+{
+	struct rh_run r = { .s = s, .t = t, .o = o };
+	struct sched_param p = { 0 };
+	pthread_attr_t a;
+	pthread_t th;
+	int made = 0;
+
+	if (!pthread_attr_init(&a)) {
+		if (!pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) &&
+		    !pthread_attr_setschedpolicy(&a, SCHED_IDLE) &&
+		    !pthread_attr_setschedparam(&a, &p))
+			made = !pthread_create(&th, &a, rh_main, &r);
+		pthread_attr_destroy(&a);
+	}
+	if (made)
+		pthread_join(th, NULL);
+	else
+		rh_main(&r);
+	return r.ret;
+}
+
 void stage_pp_rehearse(struct stage *s)
 {
 	struct stage_pp *pp = s->pp;
@@ -288,8 +334,10 @@ void stage_pp_rehearse(struct stage *s)
 	o.flags |= SQW_OPT_REHEARSE;
 	o.progress = NULL;
 	pp->serial++;
-	ret = sqw_image_write(t, &rehearsal_ops, s, -1, &o, NULL, NULL);
+	ret = rh_run_idle(s, t, &o);
 	sqw_tree_destroy(t);
+	/* What it freed stays in its threads' arenas otherwise. */
+	malloc_trim(0);
 	pthread_mutex_lock(&s->lock);
 	if (!ret) {
 		evict(s, pp);
