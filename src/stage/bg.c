@@ -491,8 +491,7 @@ int stage_bg_start(struct stage *s)
 	bg->bp = bp_create(o->jobs, queue, bg->cmp, bg->bs, &ret);
 	if (!bg->bp)
 		goto fail;
-	s->pp = stage_pp_create();
-	if (!s->pp) {
+	if (s->prepack && !(s->pp = stage_pp_create())) {
 		ret = -ENOMEM;
 		goto fail;
 	}

@@ -147,6 +147,7 @@ struct stage {
 	struct stage_jnl *jnl;	/* NULL: no journal (replay in progress) */
 	struct stage_pt *pt;	/* NULL: no passthrough (-o no_passthrough) */
 	int no_passthrough;
+	int prepack;		/* -o prepack: rehearsals (prepack.c) */
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */

@@ -233,7 +233,7 @@ for d in range(8):
                 f.write(text + r.randbytes(r.randrange(0, 300)))
 EOF
 find "$SMALL" -exec touch -h -d @1650000000 {} +
-stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,prepack
 cp -a "$SMALL/." "$M/"
 for ((i = 0; i < 300; i++)); do
 	st=$(status "$M")

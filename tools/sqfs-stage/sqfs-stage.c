@@ -46,6 +46,7 @@ static void usage(FILE *f)
 "  -o spool=DIR           where staged data lives (default: beside IMAGE)\n"
 "  -o no_background       compress only at seal, not as files close\n"
 "  -o no_passthrough      file data through the daemon, not kernel passthrough\n"
+"  -o prepack             compress fragment blocks before the seal, in idle time\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
@@ -112,6 +113,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 	if (!strcmp(k, "no_passthrough") && !val) {
 		p->s->no_passthrough = 1;
+		return 0;
+	}
+	if (!strcmp(k, "prepack") && !val) {
+		p->s->prepack = 1;
 		return 0;
 	}
 	if (!strcmp(k, "no_background") && !val) {
