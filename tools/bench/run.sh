@@ -98,7 +98,8 @@ Output (DATE = UTC start time, HOST = hostname -s):
 
 Environment: BENCH_CACHE BENCH_SIZE BENCH_SEED (corpus), BENCH_WORK,
 BENCH_TMPFS_SIZE (default 50% of RAM), BENCH_FUSE_FILES, BENCH_FUSE_SEQ,
-BENCH_SCALE_FILES, BENCH_SCALE_BIG.
+BENCH_SCALE_FILES, BENCH_SCALE_BIG, BENCH_STAGE_OPTS (more sqfs-stage -o
+options for every mount, e.g. prepack; shown in the commands).
 Exit status: 0 done, 1 a command failed (the script stops at once), 2 usage.
 EOF
 }
@@ -144,6 +145,7 @@ if [[ -z $BUILD ]]; then
 		[[ -x $b/tools/sqfs-pack ]] && { BUILD=$b; break; }
 	done
 fi
+XOPTS=${BENCH_STAGE_OPTS:+,$BENCH_STAGE_OPTS}
 PACK=$BUILD/tools/sqfs-pack STAGE=$BUILD/tools/sqfs-stage/sqfs-stage SEAL=$BUILD/tools/sqfs-stage/sqfs-seal
 for t in "$PACK" "$STAGE" "$SEAL"; do
 	[[ -x $t ]] || die "'$t' not built (meson setup build-b -Dbuildtype=release && ninja -C build-b)"
@@ -448,10 +450,10 @@ mode_pipeline() {
 					img=$WORK/img/out.sqfs mnt=$WORK/mnt
 					# sqfs-stage
 					new_sample
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd pipeline "stage/$c" "$cmd"
 					t0=$EPOCHREALTIME
-					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev"
+					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS"
 					sampler_start "$mnt"
 					produce "$c" "$mnt"
 					tp=$(producer_end "$c")
@@ -540,9 +542,9 @@ mode_fuse() {
 				for j in ${JOBS//,/ }; do
 					img=$WORK/img/out.sqfs mnt=$WORK/mnt
 					new_sample
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd fuse "mount/$c" "$cmd"
-					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev"
+					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS"
 					sampler_start "$mnt"
 					t0=$EPOCHREALTIME
 					fuse_write "$c" "$mnt"
@@ -603,10 +605,10 @@ mode_scale() {
 						size=$SCALE_BIG
 						cmd="python3 tools/bench/pattern.py $SCALE_BIG | dd of=MNT/big bs=1M iflag=fullblock"
 					fi
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j IMG MNT & $cmd; sqfs-seal -q --keep MNT; fusermount3 -u MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j$XOPTS IMG MNT & $cmd; sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd scale "stage/$c" "$cmd"
 					t0=$EPOCHREALTIME
-					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j"
+					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j$XOPTS"
 					sampler_start "$mnt"
 					t0=$EPOCHREALTIME
 					if [[ $c == files ]]; then
