@@ -89,7 +89,6 @@ static const struct sqw_source_ops stage_source_ops = {
 	.next_data = src_next_data,
 	.stored_block = src_stored_block,
 	.close = src_close,
-	.stored_frag = stage_pp_stored,
 };
 
 static int fail(struct seal_ctx *c, const char *fmt, ...)
@@ -271,12 +270,16 @@ int stage_seal(struct stage *s, char **out)
 {
 	struct seal_ctx c = { .s = s };
 	struct cli_publish pub = { .fd = -1 };
+	struct sqw_source_ops ops = stage_source_ops;
 	struct sqw_stats st;
 	struct sqw_error err;
 	double start = cli_now();
 	int ret;
 
 	*out = NULL;
+	/* Without rehearsals there is nothing to find: no block is hashed. */
+	if (s->pp)
+		ops.stored_frag = stage_pp_stored;
 	stage_bg_pause(s);
 	wait_writers(s);
 	if (tree_build(&c))
@@ -288,7 +291,7 @@ int stage_seal(struct stage *s, char **out)
 		goto fail;
 	}
 	s->opts.img.progress = NULL;
-	ret = sqw_image_write(c.tree, &stage_source_ops, s, pub.fd, &s->opts.img,
+	ret = sqw_image_write(c.tree, &ops, s, pub.fd, &s->opts.img,
 			      &st, &err);
 	if (ret) {
 		char path[4200] = "";
