@@ -1,31 +1,82 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The image is written with O_DIRECT where the file system allows it, in
+ * aligned chunks of OUT_BUF: an image is written once and read by someone
+ * else later, so keeping it in the page cache only costs a copy into pages
+ * that must first be allocated (and, on VMs with free page reporting, first
+ * faulted in by the host: 1.2 s/GiB measured, against 0.6 s/GiB for direct
+ * writes of 4 MiB).  The publisher fsyncs the image anyway, so the disk time
+ * is spent either way.
+ *
+ * Both modes keep one invariant: buf holds the file's bytes from `flushed`
+ * (aligned to OUT_ALIGN in direct mode) to `pos`.
+ */
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include "sqw/outfile.h"
 
-#define OUT_BUF (1u << 20)
+#define OUT_BUF (2u << 20)
+#define OUT_ALIGN 4096u
 #define OUT_WRITEBACK (8u << 20)
 
-int outfile_init(struct outfile *o, int fd, uint64_t start)
+int outfile_init_mode(struct outfile *o, int fd, uint64_t start, int direct)
 {
+	struct stat st;
+	int fl;
+
 	memset(o, 0, sizeof(*o));
 	o->fd = fd;
 	o->pos = o->flushed = o->started = start;
 	o->cap = OUT_BUF;
-	o->buf = malloc(o->cap);
-	return o->buf ? 0 : -ENOMEM;
+	fl = fcntl(fd, F_GETFL);
+	if (direct && fl >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    !fcntl(fd, F_SETFL, fl | O_DIRECT)) {
+		o->direct = o->direct_on = 1;
+		o->fl = fl & ~O_DIRECT;
+	}
+	o->buf = aligned_alloc(OUT_ALIGN, o->cap);
+	if (!o->buf) {
+		outfile_cleanup(o);
+		return -ENOMEM;
+	}
+	if (o->direct) {
+		/* Zeros up to the start; the superblock overwrites them at the end. */
+		o->flushed = start & ~(uint64_t)(OUT_ALIGN - 1);
+		o->fill = start - o->flushed;
+		memset(o->buf, 0, o->fill);
+	}
+	return 0;
+}
+
+int outfile_init(struct outfile *o, int fd, uint64_t start)
+{
+	return outfile_init_mode(o, fd, start, 1);
+}
+
+static int set_direct(struct outfile *o, int on)
+{
+	if (o->direct_on == on)
+		return 0;
+	if (fcntl(o->fd, F_SETFL, on ? o->fl | O_DIRECT : o->fl))
+		return -errno;
+	o->direct_on = on;
+	return 0;
 }
 
 void outfile_cleanup(struct outfile *o)
 {
+	if (o->direct)
+		(void)set_direct(o, 0);
 	free(o->buf);
 	o->buf = NULL;
 }
 
 /*
- * The image is fsync'ed before it is published: starting write-back every
- * 8 MiB lets the disk work while blocks compress, and leaves that fsync
- * little to wait for.  Only a hint: errors show up at the fsync.
+ * Buffered mode: the image is fsync'ed before it is published, so starting
+ * write-back every 8 MiB lets the disk work while blocks compress and
+ * leaves that fsync little to wait for.  Only a hint: errors show up at the
+ * fsync.
  */
 static void start_writeback(struct outfile *o)
 {
@@ -37,10 +88,44 @@ static void start_writeback(struct outfile *o)
 	o->started = o->flushed;
 }
 
+/* The first len bytes of buf (a multiple of OUT_ALIGN) go to the file. */
+static int write_head(struct outfile *o, size_t len)
+{
+	int ret;
+
+	ret = set_direct(o, 1);
+	if (!ret)
+		ret = pwrite_all(o->fd, o->buf, len, o->flushed);
+	if (ret == -EINVAL) {
+		/* The file system takes O_DIRECT but not these writes. */
+		ret = set_direct(o, 0);
+		o->direct = 0;
+		if (!ret)
+			ret = pwrite_all(o->fd, o->buf, len, o->flushed);
+	}
+	if (ret)
+		return ret;
+	o->flushed += len;
+	o->fill -= len;
+	memmove(o->buf, o->buf + len, o->fill);
+	return 0;
+}
+
 int outfile_flush(struct outfile *o)
 {
 	int ret;
 
+	if (o->direct) {
+		size_t head = o->fill & ~(size_t)(OUT_ALIGN - 1);
+
+		ret = head ? write_head(o, head) : 0;
+		if (!ret)
+			ret = set_direct(o, 0);
+		/* The partial tail stays buffered too: later appends extend it. */
+		if (!ret && o->fill)
+			ret = pwrite_all(o->fd, o->buf, o->fill, o->flushed);
+		return ret;
+	}
 	if (!o->fill)
 		return 0;
 	ret = pwrite_all(o->fd, o->buf, o->fill, o->flushed);
@@ -52,12 +137,35 @@ int outfile_flush(struct outfile *o)
 	return 0;
 }
 
+static int append_direct(struct outfile *o, const uint8_t *data, size_t len)
+{
+	size_t n;
+	int ret;
+
+	while (len) {
+		n = o->cap - o->fill < len ? o->cap - o->fill : len;
+		memcpy(o->buf + o->fill, data, n);
+		o->fill += n;
+		o->pos += n;
+		data += n;
+		len -= n;
+		if (o->fill == o->cap) {
+			ret = write_head(o, o->cap);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
 int outfile_append(struct outfile *o, const void *data, size_t len)
 {
 	int ret;
 
 	if (len == 0)
 		return 0;
+	if (o->direct)
+		return append_direct(o, data, len);
 	if (len >= o->cap) {
 		/* Large blocks bypass the buffer: one copy fewer. */
 		ret = outfile_flush(o);
@@ -84,9 +192,23 @@ int outfile_append(struct outfile *o, const void *data, size_t len)
 
 int outfile_read(struct outfile *o, uint64_t off, void *dst, size_t len)
 {
-	int ret = outfile_flush(o);
+	uint8_t *d = dst;
+	size_t n;
+	int ret;
 
-	if (ret)
-		return ret;
-	return pread_all(o->fd, dst, len, off);
+	if (off + len > o->pos)
+		return -EIO;	/* as a short read of the file would be */
+	if (off < o->flushed) {
+		n = o->flushed - off < len ? o->flushed - off : len;
+		ret = set_direct(o, 0);
+		if (!ret)
+			ret = pread_all(o->fd, d, n, off);
+		if (ret)
+			return ret;
+		d += n;
+		off += n;
+		len -= n;
+	}
+	memcpy(d, o->buf + (off - o->flushed), len);
+	return 0;
 }

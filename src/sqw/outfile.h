@@ -7,16 +7,22 @@
 
 struct outfile {
 	int fd;
+	int direct;		/* buffer written with O_DIRECT (see outfile.c) */
+	int direct_on;		/* O_DIRECT currently set on fd */
+	int fl;			/* fd's status flags without O_DIRECT */
 	uint64_t pos;		/* logical end (buffered bytes included) */
-	uint64_t flushed;	/* bytes on disk */
+	uint64_t flushed;	/* file offset of buf[0] */
 	uint64_t started;	/* write-back started up to here */
 	uint8_t *buf;
 	size_t fill, cap;
 };
 
 int outfile_init(struct outfile *o, int fd, uint64_t start);
+/* direct = 0: through the page cache only (tests; init tries O_DIRECT). */
+int outfile_init_mode(struct outfile *o, int fd, uint64_t start, int direct);
 void outfile_cleanup(struct outfile *o);
 int outfile_append(struct outfile *o, const void *data, size_t len);
+/* Everything appended is in the file and fd is in its original mode. */
 int outfile_flush(struct outfile *o);
 /* Read back bytes already appended (dedup verification). */
 int outfile_read(struct outfile *o, uint64_t off, void *dst, size_t len);

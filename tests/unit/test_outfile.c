@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* outfile: appends, read-backs and flushes, direct and buffered, against a model. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "sqw/outfile.h"
+#include "util/util.h"
+
+#define EXT4_MAGIC 0xEF53
+#define XFS_MAGIC 0x58465342
+#define MODEL_MAX (64u << 20)
+
+static uint64_t rng_state;
+
+static uint32_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
+/* A file on the disk the tests run on (the image's usual home), or a memfd. */
+static int open_file(int on_disk, long *fs_magic)
+{
+	struct statfs sf;
+	int fd;
+
+	if (on_disk) {
+		char path[] = "test_outfile.XXXXXX";
+
+		fd = mkstemp(path);
+		assert_true(fd >= 0);
+		unlink(path);
+	} else {
+		fd = memfd_create("test_outfile", 0);
+		assert_true(fd >= 0);
+	}
+	assert_int_equal(fstatfs(fd, &sf), 0);
+	*fs_magic = (long)sf.f_type;
+	return fd;
+}
+
+static void check_file(int fd, const uint8_t *model, uint64_t len)
+{
+	uint8_t *got = malloc(len ? len : 1);
+
+	assert_non_null(got);
+	assert_int_equal(lseek(fd, 0, SEEK_END), (off_t)len);
+	assert_int_equal(pread_all(fd, got, len, 0), 0);
+	assert_memory_equal(got, model, len);
+	free(got);
+}
+
+static void run(int on_disk, int direct, uint64_t seed)
+{
+	uint8_t *model = calloc(1, MODEL_MAX), *chunk = malloc(5u << 20), *back = malloc(5u << 20);
+	struct outfile o;
+	uint64_t start = 96 + rnd() % 70, len;
+	long magic;
+	int fd, i, j;
+
+	rng_state = seed;
+	assert_non_null(model);
+	assert_non_null(chunk);
+	assert_non_null(back);
+	fd = open_file(on_disk, &magic);
+	assert_int_equal(outfile_init_mode(&o, fd, start, direct), 0);
+	if (direct && (magic == EXT4_MAGIC || magic == XFS_MAGIC))
+		assert_true(o.direct);	/* the fast path must not silently go away */
+	if (!direct)
+		assert_false(o.direct);
+	len = start;
+	for (i = 0; i < 400; i++) {
+		uint32_t r = rnd() % 100;
+		size_t n;
+
+		if (r < 70) {
+			/* Mostly small records, sometimes blocks of and beyond the buffer. */
+			n = rnd() % 8 == 0 ? rnd() % (5u << 20) : rnd() % 9000;
+			if (len + n > MODEL_MAX)
+				break;
+			for (j = 0; j < (int)n; j++)
+				chunk[j] = (uint8_t)rnd();
+			assert_int_equal(outfile_append(&o, chunk, n), 0);
+			memcpy(model + len, chunk, n);
+			len += n;
+			assert_int_equal(o.pos, len);
+		} else if (r < 95 && len > start) {
+			uint64_t off = start + rnd() % (len - start);
+
+			n = rnd() % (len - off + 1);
+			if (n > (5u << 20))
+				n = 5u << 20;
+			assert_int_equal(outfile_read(&o, off, back, n), 0);
+			assert_memory_equal(back, model + off, n);
+		} else {
+			assert_int_equal(outfile_flush(&o), 0);
+			/* After a flush the caller may write with plain pwrite. */
+			assert_false(fcntl(fd, F_GETFL) & O_DIRECT);
+			check_file(fd, model, len);
+			memset(model, 0, start);	/* flushed zeros or a hole */
+		}
+	}
+	assert_int_equal(outfile_flush(&o), 0);
+	assert_false(fcntl(fd, F_GETFL) & O_DIRECT);
+	assert_int_equal(pwrite_all(fd, "SUPER", 5, 0), 0);	/* as finish() does */
+	memcpy(model, "SUPER", 5);
+	check_file(fd, model, len);
+	outfile_cleanup(&o);
+	close(fd);
+	free(model);
+	free(chunk);
+	free(back);
+}
+
+static void test_direct_disk(void **state)
+{
+	(void)state;
+	run(1, 1, 0x9E3779B97F4A7C15ull);
+	run(1, 1, 0xD1B54A32D192ED03ull);
+}
+
+static void test_buffered_disk(void **state)
+{
+	(void)state;
+	run(1, 0, 0x9E3779B97F4A7C15ull);
+}
+
+static void test_memfd(void **state)
+{
+	(void)state;
+	run(0, 1, 0x2545F4914F6CDD1Dull);
+	run(0, 0, 0x2545F4914F6CDD1Dull);
+}
+
+/* A read-back past what was appended fails like a short read. */
+static void test_read_past_end(void **state)
+{
+	struct outfile o;
+	uint8_t b[16];
+	long magic;
+	int fd = open_file(1, &magic);
+
+	(void)state;
+	assert_int_equal(outfile_init(&o, fd, 96), 0);
+	assert_int_equal(outfile_append(&o, "0123456789", 10), 0);
+	assert_int_equal(outfile_read(&o, 100, b, 6), 0);
+	assert_memory_equal(b, "456789", 6);
+	assert_int_equal(outfile_read(&o, 100, b, 7), -EIO);
+	outfile_cleanup(&o);
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_direct_disk),
+		cmocka_unit_test(test_buffered_disk),
+		cmocka_unit_test(test_memfd),
+		cmocka_unit_test(test_read_past_end),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
