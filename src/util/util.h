@@ -76,6 +76,13 @@ int pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 /* Read exactly len bytes at off; -EIO on a short read (file shrank). */
 int pread_all(int fd, void *buf, size_t len, uint64_t off);
 
+/*
+ * Unlink every entry of the directory dfd (files only; dir_clear.c), with
+ * several threads.  0, or the first failure as -errno (the rest is still
+ * tried).
+ */
+int dir_clear(int dfd);
+
 int is_zero(const void *p, size_t len);
 
 #endif

@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "util/u64map.h"
@@ -319,6 +323,57 @@ static void test_u64map_many(void **state)
 	free(keys);
 }
 
+static size_t count_entries(int dfd)
+{
+	DIR *d = fdopendir(openat(dfd, ".", O_RDONLY | O_DIRECTORY));
+	struct dirent *de;
+	size_t n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* dir_clear empties a directory from several threads; a failure is reported, not fatal. */
+static void test_dir_clear(void **state)
+{
+	char dir[] = "test_util_dir.XXXXXX", name[32];
+	int dfd, fd, i;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_true(dfd >= 0);
+	for (i = 0; i < 3000; i++) {
+		snprintf(name, sizeof(name), "%d", i);
+		fd = openat(dfd, name, O_CREAT | O_WRONLY, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, name, strlen(name)), (ssize_t)strlen(name));
+		close(fd);
+	}
+	assert_int_equal(count_entries(dfd), 3000);
+	assert_int_equal(dir_clear(dfd), 0);
+	assert_int_equal(count_entries(dfd), 0);
+	assert_int_equal(dir_clear(dfd), 0);	/* empty: nothing to do */
+
+	/* A subdirectory cannot be unlinked: the error comes back, the files still go. */
+	assert_int_equal(mkdirat(dfd, "sub", 0700), 0);
+	for (i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		fd = openat(dfd, name, O_CREAT | O_WRONLY, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	assert_int_equal(dir_clear(dfd), -EISDIR);
+	assert_int_equal(count_entries(dfd), 1);
+	assert_int_equal(unlinkat(dfd, "sub", AT_REMOVEDIR), 0);
+	close(dfd);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -330,6 +385,7 @@ int main(void)
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_u64map_basic),
 		cmocka_unit_test(test_u64map_many),
+		cmocka_unit_test(test_dir_clear),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
