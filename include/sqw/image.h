@@ -33,10 +33,12 @@ struct sqw_source_ops {
 			    uint32_t *size_word);
 	void (*close)(void *handle);
 	/*
-	 * Optional: the stored form of a fragment block whose len bytes hash
-	 * to key (XXH3-128 seeded with len, high half first, big-endian),
-	 * if the source kept one.  Returns like stored_block; buf has room
-	 * for block_size bytes.
+	 * Optional: the stored form of a fragment block of len bytes whose
+	 * key is key, if the source kept one.  The key is XXH3-128 seeded with
+	 * len over the block's tails in order, each as its digest (below)
+	 * followed by its length (4 bytes, little-endian); 128-bit values are
+	 * stored high half first, big-endian.  Returns like stored_block; buf
+	 * has room for block_size bytes.
 	 */
 	int (*stored_frag)(void *ctx, const uint8_t key[16], uint32_t len,
 			   void *buf, uint32_t *size_word);
@@ -46,6 +48,25 @@ struct sqw_source_ops {
 	 */
 	void (*frag_done)(void *ctx, const uint8_t key[16], const void *data,
 			  uint32_t size_word);
+	/*
+	 * Optional, with stored_frag or SQW_OPT_REHEARSE: the digest of the
+	 * last len bytes of file src (XXH3-128 seeded with len) when the file
+	 * is size bytes long, if the source knows it without reading them, so
+	 * that a fragment block it has a stored form of costs no reads at
+	 * all.  Returns 1 with digest filled; 0 when it does not know it (or
+	 * the file is no longer size bytes long), with *token set for
+	 * tail_seen; or -errno, which fails the write.  A digest that does not
+	 * match the bytes would make the write take a wrong stored block.
+	 */
+	int (*tail_digest)(void *ctx, void *src, uint64_t size, uint32_t len,
+			   uint8_t digest[16], uint64_t *token);
+	/*
+	 * Optional: after a 0 from tail_digest, the writer read that tail and
+	 * computed its digest; token is tail_digest's, so the source can tell
+	 * whether the file changed since.
+	 */
+	void (*tail_seen)(void *ctx, void *src, uint64_t size, uint32_t len,
+			  const uint8_t digest[16], uint64_t token);
 };
 
 enum {

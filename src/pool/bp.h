@@ -30,6 +30,7 @@ struct bp_job {
 	int kind;
 	void *node;
 	uint32_t index;
+	int stale;		/* its bytes do not match the key it was built under */
 
 	/* private */
 	uint8_t *out;

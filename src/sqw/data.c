@@ -40,7 +40,7 @@ static int job_done(struct writer *w, struct bp_job *j)
 	if (j->err)
 		return writer_fail(w, j->err, "compressing", n);
 	if (j->kind == JOB_FRAG && (w->flags & SQW_OPT_REHEARSE)) {
-		if (!j->stored && w->ops->frag_done)
+		if (!j->stored && !j->stale && w->ops->frag_done)
 			w->ops->frag_done(w->src_ctx, w->frag_keys + 16 * j->index,
 					  j->result, j->size_word);
 		return 0;
@@ -100,115 +100,57 @@ static int drain(struct writer *w)
 	return ret;
 }
 
-static void frag_key(const uint8_t *buf, uint32_t len, uint8_t key[16])
+static void be128(XXH128_hash_t h, uint8_t out[16])
 {
-	XXH128_hash_t h = XXH3_128bits_withSeed(buf, len, len);
 	int i;
 
 	for (i = 0; i < 8; i++) {
-		key[i] = (uint8_t)(h.high64 >> (56 - 8 * i));
-		key[8 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
+		out[i] = (uint8_t)(h.high64 >> (56 - 8 * i));
+		out[8 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
 	}
 }
 
-/* 1: j now holds the source's stored form of its fragment block. */
-static int frag_stored(struct writer *w, struct bp_job *j, const uint8_t key[16])
+static void tail_digest_of(const uint8_t *tail, uint32_t len, uint8_t digest[16])
 {
-	uint32_t word;
-	int ret;
-
-	if (!w->ops->stored_frag)
-		return 0;
-	ret = w->ops->stored_frag(w->src_ctx, key, j->in_len, j->in, &word);
-	if (ret <= 0 || !word || (word & ~(1u << 24)) > w->bs)
-		return 0;	/* a failed lookup only costs the compression */
-	j->stored = 1;
-	j->size_word = word;
-	w->st->stored_frags++;
-	return 1;
+	be128(XXH3_128bits_withSeed(tail, len, len), digest);
 }
 
-/* The pending tails of p become one fragment block. */
-static int frag_emit(struct writer *w, struct frag_pend *p)
+static uint64_t be64(const uint8_t *p)
 {
-	struct bp_job *j;
-	uint8_t key[16];
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint32_t tail_len(const struct writer *w, const sqw_node_t *n)
+{
+	return (uint32_t)(n->a.size % w->bs);
+}
+
+/*
+ * A block's key comes from its tails' digests, not from its bytes, so a
+ * block whose tails the source knows costs no reads (image.h).
+ */
+static int frag_key(struct writer *w, const struct frag_pend *p, uint8_t key[16])
+{
+	XXH3_state_t *st = XXH3_createState();
 	size_t i;
-	int ret;
 
-	if (!p->len)
-		return 0;
-	ret = get_job(w, &j);
-	if (ret)
-		return ret;
-	ret = array_reserve((void **)&w->frag_table, &w->frag_cap,
-			    (w->frag_count + 1) * 16, 1);
-	if (!ret && (w->flags & SQW_OPT_REHEARSE))
-		ret = array_reserve((void **)&w->frag_keys, &w->frag_keys_cap,
-				    (w->frag_count + 1) * 16, 1);
-	if (ret) {
-		bp_release(w->bp, j);
-		return writer_fail(w, ret, "allocating", NULL);
+	if (!st)
+		return writer_fail(w, -ENOMEM, "allocating", NULL);
+	XXH3_128bits_reset_withSeed(st, p->len);
+	for (i = 0; i < p->n; i++) {
+		uint8_t len[4];
+
+		put_le32(len, tail_len(w, p->t[i].node));
+		XXH3_128bits_update(st, p->t[i].digest, 16);
+		XXH3_128bits_update(st, len, 4);
 	}
-	j->kind = JOB_FRAG;
-	j->node = NULL;
-	j->index = (uint32_t)w->frag_count++;
-	j->in_len = p->len;
-	j->allow_sparse = 0;
-	memcpy(j->in, p->buf, p->len);
-	for (i = 0; i < p->n; i++)
-		p->nodes[i]->frag_index = j->index;
-	if (w->ops->stored_frag || (w->flags & SQW_OPT_REHEARSE)) {
-		frag_key(j->in, j->in_len, key);
-		if (w->flags & SQW_OPT_REHEARSE)
-			memcpy(w->frag_keys + 16 * j->index, key, 16);
-		frag_stored(w, j, key);
-	}
-	bp_submit(w->bp, j);
-	p->len = 0;
-	p->n = 0;
-	return 0;
-}
-
-/* Append a tail to p; a block that cannot take it goes out first. */
-static int pend_add(struct writer *w, struct frag_pend *p, sqw_node_t *n,
-		    const uint8_t *tail, uint32_t len)
-{
-	int ret;
-
-	if (p->len + len > w->bs) {
-		ret = frag_emit(w, p);
-		if (ret)
-			return ret;
-	}
-	if (!p->buf && !(p->buf = malloc(w->bs)))
-		return writer_fail(w, -ENOMEM, "allocating", n);
-	ret = array_reserve((void **)&p->nodes, &p->cap, p->n + 1, sizeof(*p->nodes));
-	if (ret)
-		return writer_fail(w, ret, "allocating", n);
-	memcpy(p->buf + p->len, tail, len);
-	n->frag_offset = p->len;
-	p->nodes[p->n++] = n;
-	p->len += len;
-	return 0;
-}
-
-/* A directory's leftover tails join its parent's, in order. */
-static int pend_move(struct writer *w, struct frag_pend *from, struct frag_pend *to)
-{
-	size_t i;
-	int ret;
-
-	for (i = 0; i < from->n; i++) {
-		sqw_node_t *n = from->nodes[i];
-
-		ret = pend_add(w, to, n, from->buf + n->frag_offset,
-			       (uint32_t)(n->a.size % w->bs));
-		if (ret)
-			return ret;
-	}
-	from->len = 0;
-	from->n = 0;
+	be128(XXH3_128bits_digest(st), key);
+	XXH3_freeState(st);
 	return 0;
 }
 
@@ -361,18 +303,188 @@ static int file_dedup(struct writer *w, sqw_node_t *n, struct rd *r, int *dup)
 	return 0;
 }
 
-/* 1 if an earlier file's tail equals tail: n then points at its bytes. */
-static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t *tail,
-		      uint32_t len)
+/* The last len bytes of n (holes as zeros) into buf, from a handle of its own. */
+static int tail_read(struct writer *w, sqw_node_t *n, uint32_t len, uint8_t *buf)
 {
+	struct rd r;
+	int ret;
+
+	ret = rd_open(w, n, &r);
+	if (!ret)
+		ret = rd_block(&r, n->a.size - len, len, buf);
+	rd_close(&r);
+	if (ret == 1)
+		memset(buf, 0, len);
+	return ret < 0 ? ret : 0;
+}
+
+/* 1: j now holds the source's stored form of its fragment block. */
+static int frag_stored(struct writer *w, struct bp_job *j, const uint8_t key[16])
+{
+	uint32_t word;
+	int ret;
+
+	if (!w->ops->stored_frag)
+		return 0;
+	ret = w->ops->stored_frag(w->src_ctx, key, j->in_len, j->in, &word);
+	if (ret <= 0 || !word || (word & ~(1u << 24)) > w->bs)
+		return 0;	/* a failed lookup only costs the compression */
+	j->stored = 1;
+	j->size_word = word;
+	w->st->stored_frags++;
+	return 1;
+}
+
+/*
+ * The bytes of p's tails into j: those not read yet are read now.  With
+ * keys, a tail read now must still have its digest (a file may change
+ * under a rehearsal): a block that does not match its key is stale.
+ */
+static int frag_fill(struct writer *w, const struct frag_pend *p, struct bp_job *j)
+{
+	uint8_t digest[16];
+	size_t i;
+	int ret;
+
+	for (i = 0; i < p->n; i++) {
+		sqw_node_t *n = p->t[i].node;
+		uint32_t len = tail_len(w, n);
+		uint8_t *dst = j->in + n->frag_offset;
+
+		if (p->t[i].have) {
+			memcpy(dst, p->buf + n->frag_offset, len);
+			continue;
+		}
+		ret = tail_read(w, n, len, dst);
+		if (ret)
+			return ret;
+		if (w->keyed) {
+			tail_digest_of(dst, len, digest);
+			if (memcmp(digest, p->t[i].digest, 16))
+				j->stale = 1;
+		}
+	}
+	return 0;
+}
+
+/* The pending tails of p become one fragment block. */
+static int frag_emit(struct writer *w, struct frag_pend *p)
+{
+	struct bp_job *j;
+	uint8_t key[16];
+	size_t i;
+	int ret;
+
+	if (!p->len)
+		return 0;
+	ret = get_job(w, &j);
+	if (ret)
+		return ret;
+	ret = array_reserve((void **)&w->frag_table, &w->frag_cap,
+			    (w->frag_count + 1) * 16, 1);
+	if (!ret && (w->flags & SQW_OPT_REHEARSE))
+		ret = array_reserve((void **)&w->frag_keys, &w->frag_keys_cap,
+				    (w->frag_count + 1) * 16, 1);
+	if (ret) {
+		bp_release(w->bp, j);
+		return writer_fail(w, ret, "allocating", NULL);
+	}
+	j->kind = JOB_FRAG;
+	j->node = NULL;
+	j->index = (uint32_t)w->frag_count++;
+	j->in_len = p->len;
+	j->allow_sparse = 0;
+	j->stale = 0;
+	for (i = 0; i < p->n; i++)
+		p->t[i].node->frag_index = j->index;
+	ret = 0;
+	if (w->keyed) {
+		ret = frag_key(w, p, key);
+		if (!ret && (w->flags & SQW_OPT_REHEARSE))
+			memcpy(w->frag_keys + 16 * j->index, key, 16);
+	}
+	if (!ret && !(w->keyed && frag_stored(w, j, key)))
+		ret = frag_fill(w, p, j);
+	if (ret) {
+		bp_release(w->bp, j);
+		return ret;
+	}
+	bp_submit(w->bp, j);
+	p->len = 0;
+	p->n = 0;
+	return 0;
+}
+
+/*
+ * Append the tail of n to p (its bytes, or NULL to read them only if the
+ * block needs them); a block that cannot take it goes out first.
+ */
+static int pend_add(struct writer *w, struct frag_pend *p, sqw_node_t *n,
+		    const uint8_t *tail, const uint8_t digest[16])
+{
+	uint32_t len = tail_len(w, n);
+	struct frag_tail *t;
+	int ret;
+
+	if (p->len + len > w->bs) {
+		ret = frag_emit(w, p);
+		if (ret)
+			return ret;
+	}
+	if (tail && !p->buf && !(p->buf = malloc(w->bs)))
+		return writer_fail(w, -ENOMEM, "allocating", n);
+	ret = array_reserve((void **)&p->t, &p->cap, p->n + 1, sizeof(*p->t));
+	if (ret)
+		return writer_fail(w, ret, "allocating", n);
+	if (tail)
+		memcpy(p->buf + p->len, tail, len);
+	n->frag_offset = p->len;
+	t = &p->t[p->n++];
+	t->node = n;
+	t->have = tail != NULL;
+	if (w->keyed)
+		memcpy(t->digest, digest, 16);
+	p->len += len;
+	return 0;
+}
+
+/* A directory's leftover tails join its parent's, in order. */
+static int pend_move(struct writer *w, struct frag_pend *from, struct frag_pend *to)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < from->n; i++) {
+		const struct frag_tail *t = &from->t[i];
+
+		ret = pend_add(w, to, t->node, t->have ? from->buf + t->node->frag_offset : NULL,
+			       t->digest);
+		if (ret)
+			return ret;
+	}
+	from->len = 0;
+	from->n = 0;
+	return 0;
+}
+
+/*
+ * 1 if an earlier file's tail equals that of n: n then points at its
+ * bytes.  *tail: n's tail, or NULL while unread (set if it is read here);
+ * digest: with keyed blocks.
+ * Only lengths shared by several tails are hashed, and a hash match is
+ * confirmed byte for byte.
+ */
+static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t **tail,
+		      const uint8_t digest[16])
+{
+	uint32_t len = tail_len(w, n);
 	uint64_t key, *slot = u64map_find(&w->tail_count, len + 1);
 	sqw_node_t *m;
-	struct rd rm;
 	int isnew, ret;
 
 	if ((w->flags & SQW_OPT_NO_DEDUP) || !slot || *slot < 2)
 		return 0;
-	key = XXH3_64bits_withSeed(tail, len, len) | 1;
+	key = (w->keyed ? be64(digest) : XXH3_64bits_withSeed(*tail, len, len)) | 1;
 	slot = u64map_get(&w->tail_hash, key, &isnew);
 	if (!slot)
 		return writer_fail(w, -ENOMEM, "allocating", n);
@@ -381,43 +493,66 @@ static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t *tail,
 		return 0;
 	}
 	m = (sqw_node_t *)(uintptr_t)*slot;
-	if (m->a.size % w->bs != len)
+	if (tail_len(w, m) != len)
 		return 0;
-	/* A hash match is confirmed against the earlier file's bytes. */
-	ret = rd_open(w, m, &rm);
-	if (!ret)
-		ret = rd_block(&rm, m->a.size - len, len, w->rbuf);
-	rd_close(&rm);
-	if (ret < 0)
+	ret = tail_read(w, m, len, w->rbuf);
+	if (!ret && !*tail) {
+		ret = tail_read(w, n, len, w->rbuf2);
+		*tail = w->rbuf2;
+	}
+	if (ret)
 		return ret;
-	if (ret == 1)
-		memset(w->rbuf, 0, len);
-	if (memcmp(w->rbuf, tail, len))
+	if (memcmp(w->rbuf, *tail, len))
 		return 0;
 	/* m's block may still be pending: resolved after the data pass. */
 	n->tail_of = m;
-	w->st->dedup_tails++;
+	if (n->nblocks == 0 && m->a.size == n->a.size) {
+		/* all tail: what the whole-file dedup would have found */
+		w->st->dedup_files++;
+		w->st->dedup_bytes += n->a.size;
+	} else {
+		w->st->dedup_tails++;
+	}
 	return 1;
 }
 
-/* Put the tail of n into a fragment block, unless an equal one exists. */
+/*
+ * Put the tail of n into a fragment block, unless an equal one exists.
+ * r: n's open handle, or NULL (it is opened only if the tail must be read).
+ */
 static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r, unsigned level)
 {
-	uint32_t len = (uint32_t)(n->a.size % w->bs);
-	int ret;
+	uint32_t len = tail_len(w, n);
+	const uint8_t *tail = NULL;
+	uint8_t digest[16];
+	uint64_t token = 0;
+	int ret = 0;
 
-	ret = rd_block(r, n->a.size - len, len, w->rbuf2);
-	if (ret < 0)
-		return ret;
-	if (ret == 1)
-		memset(w->rbuf2, 0, len);
-	ret = tail_dedup(w, n, w->rbuf2, len);
-	if (ret) {
-		w->st->progress_bytes += len;
-		return ret < 0 ? ret : 0;
-	}
 	w->st->progress_bytes += len;
-	return pend_add(w, &w->pend[level], n, w->rbuf2, len);
+	if (w->keyed && w->ops->tail_digest)
+		ret = w->ops->tail_digest(w->src_ctx, n->src, n->a.size, len, digest, &token);
+	if (ret < 0)
+		return writer_fail(w, ret, "reading", n);
+	if (!ret) {
+		/* The source does not know it: read it now. */
+		ret = r ? rd_block(r, n->a.size - len, len, w->rbuf2) :
+			  tail_read(w, n, len, w->rbuf2);
+		if (ret < 0)
+			return ret;
+		if (ret == 1)
+			memset(w->rbuf2, 0, len);
+		tail = w->rbuf2;
+		if (w->keyed) {
+			tail_digest_of(tail, len, digest);
+			if (w->ops->tail_seen)
+				w->ops->tail_seen(w->src_ctx, n->src, n->a.size, len, digest,
+						  token);
+		}
+	}
+	ret = tail_dedup(w, n, &tail, digest);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	return pend_add(w, &w->pend[level], n, tail, digest);
 }
 
 /* 1: j holds block b as the source stored it earlier; 0: it has none. */
@@ -513,7 +648,13 @@ static int file_write(struct writer *w, sqw_node_t *n, unsigned level)
 		return 0;
 	if (size > sqw_file_size_max(w->bs))
 		return writer_fail(w, -EFBIG, "file too large", n);
-	n->blocks = alloc_array(n->nblocks ? n->nblocks : 1, sizeof(uint32_t));
+	/*
+	 * All tail: the tail dedup finds what the whole-file dedup would, and
+	 * the file is opened only if its tail must be read.
+	 */
+	if (n->nblocks == 0)
+		return tail_add(w, n, NULL, level);
+	n->blocks = alloc_array(n->nblocks, sizeof(uint32_t));
 	if (!n->blocks)
 		return writer_fail(w, -ENOMEM, "allocating", n);
 	ret = rd_open(w, n, &r);
@@ -600,6 +741,7 @@ int data_write(struct writer *w, sqw_node_t *root)
 	w->rbuf = malloc(w->bs);
 	w->rbuf2 = malloc(w->bs);
 	w->pend = calloc(FRAG_LEVELS, sizeof(*w->pend));
+	w->keyed = w->ops->stored_frag || (w->flags & SQW_OPT_REHEARSE);
 	if (!w->rbuf || !w->rbuf2 || !w->pend || count_sizes(w))
 		return writer_fail(w, -ENOMEM, "allocating", NULL);
 	ret = data_dir(w, root, 0, &i);
@@ -628,7 +770,8 @@ int data_write(struct writer *w, sqw_node_t *root)
 
 		if (!m)
 			continue;
-		memcpy(n->blocks, m->blocks, (size_t)n->nblocks * 4);
+		if (n->nblocks)
+			memcpy(n->blocks, m->blocks, (size_t)n->nblocks * 4);
 		n->blocks_start = m->blocks_start;
 		n->frag_index = m->frag_index;
 		n->frag_offset = m->frag_offset;
@@ -651,7 +794,7 @@ void data_cleanup(struct writer *w)
 
 		for (i = 0; i < FRAG_LEVELS; i++) {
 			free(w->pend[i].buf);
-			free(w->pend[i].nodes);
+			free(w->pend[i].t);
 		}
 		free(w->pend);
 	}

@@ -25,10 +25,17 @@ enum { JOB_DATA = 1, JOB_FRAG = 2 };
  */
 #define FRAG_LEVELS 32
 
+/* A tail waiting in a fragment block; its bytes may not be read yet. */
+struct frag_tail {
+	sqw_node_t *node;		/* the tail's offset: node->frag_offset */
+	uint8_t digest[16];		/* with keyed fragment blocks */
+	uint8_t have;			/* its bytes are in the pending buf */
+};
+
 struct frag_pend {
 	uint8_t *buf;			/* block_size bytes, on first use */
 	uint32_t len;
-	sqw_node_t **nodes;		/* their tails, in order */
+	struct frag_tail *t;		/* in order */
 	size_t n, cap;
 };
 
@@ -52,6 +59,7 @@ struct writer {
 	/* data pass */
 	struct bp *bp;
 	struct frag_pend *pend;		/* [FRAG_LEVELS] tails not yet in a block */
+	int keyed;			/* fragment blocks get keys (stored_frag, rehearsal) */
 	uint8_t *frag_keys;		/* 16 bytes per fragment block (rehearsal) */
 	size_t frag_keys_cap;
 	uint8_t *frag_table;		/* 16-byte entries */

@@ -151,6 +151,7 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 	uint64_t bs = s->opts.img.comp.block_size, first, last, i, ps = 0, pe = 0;
 
 	n->wgen++;
+	n->tdig_ok = 0;
 	if (!n->ncblk || !len)
 		return;
 	first = off / bs;

@@ -10,8 +10,10 @@
  * data pass run over the staged tree, full blocks skipped, nothing
  * written) then compresses every fragment block of the tree as it stands,
  * and those of subtrees that are done stay valid whatever happens
- * elsewhere.  Blocks are kept under XXH3-128 of their contents; the seal
- * takes the stored form of any block it builds with a known hash.
+ * elsewhere.  Blocks are kept under their key, a hash of their tails'
+ * digests (image.h), and the nodes keep those digests, so a rehearsal or
+ * a seal reads and compresses only the blocks whose tails changed since;
+ * the seal takes the stored form of any block it builds with a known key.
  *
  * Threads: rehearsals run in the background thread with bg->busy set, so
  * a seal (which pauses the thread and waits for busy to clear) never sees
@@ -207,6 +209,72 @@ int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 	return 1;
 }
 
+/*
+ * Tail digests (snode.tdig), so that a fragment block whose tails did not
+ * change since a rehearsal compressed it costs no reads at all.  A digest
+ * is kept only if the file is still as the writer saw it before it read
+ * the tail (same size, no data change since: wgen; nobody who could
+ * change it unseen: writers, bg_never), and any later change clears it.
+ */
+#define TOKEN_NEVER UINT64_MAX
+
+int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
+			 uint8_t digest[16], uint64_t *token)
+{
+	struct stage *s = ctx;
+	struct snode *n = stage_get(s, (fuse_ino_t)(uintptr_t)src);
+
+	(void)len;	/* size % block_size */
+	*token = TOKEN_NEVER;
+	if (!n || n->size != size)
+		return 0;
+	if (n->tdig_ok) {
+		memcpy(digest, n->tdig, 16);
+		return 1;
+	}
+	*token = n->wgen;
+	return 0;
+}
+
+void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
+			const uint8_t digest[16], uint64_t token)
+{
+	struct stage *s = ctx;
+	struct snode *n = stage_get(s, (fuse_ino_t)(uintptr_t)src);
+
+	(void)len;
+	if (!n || token == TOKEN_NEVER || n->wgen != token || n->size != size ||
+	    n->writers || n->bg_never || !S_ISREG(n->mode))
+		return;
+	memcpy(n->tdig, digest, 16);
+	n->tdig_ok = 1;
+}
+
+/* The same for a rehearsal, which runs without stage->lock. */
+static int rh_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
+			  uint8_t digest[16], uint64_t *token)
+{
+	struct stage *s = ctx;
+	int ret;
+
+	if (stage_bg_interrupted(s))
+		return -EINTR;
+	pthread_mutex_lock(&s->lock);
+	ret = stage_pp_tail_digest(s, src, size, len, digest, token);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+static void rh_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
+			 const uint8_t digest[16], uint64_t token)
+{
+	struct stage *s = ctx;
+
+	pthread_mutex_lock(&s->lock);
+	stage_pp_tail_seen(s, src, size, len, digest, token);
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uint32_t word)
 {
 	struct stage *s = ctx;
@@ -242,6 +310,8 @@ static const struct sqw_source_ops rehearsal_ops = {
 	.close = rh_close,
 	.stored_frag = stage_pp_stored,
 	.frag_done = rh_frag_done,
+	.tail_digest = rh_tail_digest,
+	.tail_seen = rh_tail_seen,
 };
 
 /* Blocks neither this rehearsal nor the last seal used give their room back. */

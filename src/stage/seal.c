@@ -277,8 +277,11 @@ int stage_seal(struct stage *s, char **out)
 
 	*out = NULL;
 	/* Without rehearsals there is nothing to find: no block is hashed. */
-	if (s->pp)
+	if (s->pp) {
 		ops.stored_frag = stage_pp_stored;
+		ops.tail_digest = stage_pp_tail_digest;
+		ops.tail_seen = stage_pp_tail_seen;
+	}
 	stage_bg_pause(s);
 	wait_writers(s);
 	if (tree_build(&c))

@@ -77,17 +77,24 @@ struct snode {
 	/* directories */
 	struct snode *parent;
 	struct sdirent **tab;
-	size_t nslots, nents, nsubdirs;
+	uint32_t nslots, nents, nsubdirs;
+	/* background compression (bg.c); under stage->lock */
+	uint32_t ncblk;
+	struct centry *cblk;	/* stored full blocks, by index */
+	uint64_t wgen;		/* bumped by every data change */
 	/* seal scratch */
 	void *sqw;
 	uint64_t sqw_pass;
-	/* background compression (bg.c); under stage->lock */
-	uint64_t wgen;		/* bumped by every data change */
-	struct centry *cblk;	/* stored full blocks, by index */
-	uint32_t ncblk;
+	uint64_t jmark;		/* journal.c: marked in this operation */
 	uint8_t bg_queued;
 	uint8_t bg_never;	/* passthrough.c: may change unseen; seal only */
-	uint64_t jmark;		/* journal.c: marked in this operation */
+	/*
+	 * prepack.c: the digest of the tail (the last size % block_size
+	 * bytes) as the writer computes it, valid while tdig_ok; any data
+	 * change clears it (stage_bg_changed).
+	 */
+	uint8_t tdig_ok;
+	uint8_t tdig[16];
 };
 
 /* A full block stored ahead of the seal: word as in the block list. */
@@ -235,9 +242,13 @@ void stage_pp_free(struct stage *s, struct stage_pp *pp);
 int stage_pp_due(struct stage *s, struct timespec *wait);
 /* Background thread, stage->lock not held (taken to copy the tree). */
 void stage_pp_rehearse(struct stage *s);
-/* sqw_source_ops.stored_frag for the seal (ctx: the stage). */
+/* sqw_source_ops.stored_frag, tail_digest, tail_seen for the seal (ctx: the stage). */
 int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 		    uint32_t *word);
+int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
+			 uint8_t digest[16], uint64_t *token);
+void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
+			const uint8_t digest[16], uint64_t token);
 /* stage->lock held: rehearsals run, fragment blocks kept, up to date. */
 void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frags,
 		     int *current);

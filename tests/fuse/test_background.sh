@@ -13,8 +13,9 @@
 #   - sqfs-seal --keep, then more changes, then a second seal;
 #   - fragment blocks compressed by rehearsals before the seal are taken
 #     where the tails are unchanged, and changes made after the last
-#     rehearsal (edited, new, removed and renamed small files) still give
-#     the image of sqfs-pack.
+#     rehearsal (edited in place at the same size, new, removed and renamed
+#     small files) still give the image of sqfs-pack: fragment blocks are
+#     keyed by their tails' digests, and an edit must clear the digest.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -255,6 +256,11 @@ root = sys.argv[1]
 def p(*a): return os.path.join(root, *a)
 with open(p("dir2", "t03.txt"), "r+b") as f:
     f.seek(50); f.write(b"CHANGED")
+# the same size through a write-only open (passthrough: the kernel writes
+# the spool file itself): the tail's digest must not survive it
+fd = os.open(p("dir3", "t04.txt"), os.O_WRONLY)
+os.pwrite(fd, b"WRITE-ONLY EDIT", 3)
+os.close(fd)
 with open(p("dir2", "new.txt"), "wb") as f:
     f.write(b"a new small file\n" * 40)
 os.unlink(p("dir5", "sub", "t07.txt"))

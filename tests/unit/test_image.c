@@ -2010,6 +2010,177 @@ static void test_fragment_locality(void **state)
 	sqw_tree_destroy(tb);
 }
 
+/* Tail digests kept by the source per file, as sqfs-stage keeps them per node. */
+#define DS_MAX 256
+static struct {
+	const void *m;
+	uint64_t size;
+	uint8_t d[16];
+} dstore[DS_MAX];
+static size_t dstore_n;
+static int ds_lie;	/* hand out digests that do not match the bytes */
+
+static int ds_digest(void *ctx, void *src, uint64_t size, uint32_t len,
+		     uint8_t digest[16], uint64_t *token)
+{
+	size_t i;
+
+	(void)ctx;
+	(void)len;
+	*token = 7;
+	for (i = 0; i < dstore_n; i++) {
+		if (dstore[i].m != src || dstore[i].size != size)
+			continue;
+		memcpy(digest, dstore[i].d, 16);
+		digest[0] ^= (uint8_t)ds_lie;
+		return 1;
+	}
+	return 0;
+}
+
+static void ds_seen(void *ctx, void *src, uint64_t size, uint32_t len,
+		    const uint8_t digest[16], uint64_t token)
+{
+	(void)ctx;
+	(void)len;
+	assert_true(token == 7);
+	assert_true(dstore_n < DS_MAX);
+	dstore[dstore_n].m = src;
+	dstore[dstore_n].size = size;
+	memcpy(dstore[dstore_n].d, digest, 16);
+	dstore_n++;
+}
+
+static const struct sqw_source_ops ops_digest = {
+	.open = src_open, .read = src_read, .next_data = src_next_data,
+	.close = src_close, .stored_frag = fs_stored, .frag_done = fs_done,
+	.tail_digest = ds_digest, .tail_seen = ds_seen,
+};
+
+static uint64_t specs_read(const struct spec *s, size_t n, int reset)
+{
+	uint64_t r = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		r += s[i].mf->read_bytes;
+		if (reset)
+			s[i].mf->read_bytes = 0;
+	}
+	return r;
+}
+
+static void fstore_clear(void)
+{
+	size_t i;
+
+	for (i = 0; i < fstore_n; i++)
+		free(fstore[i].data);
+	fstore_n = 0;
+}
+
+/*
+ * Fragment blocks are keyed by their tails' digests: when the source
+ * knows them, a rehearsal or a write of an unchanged tree reads no tail
+ * at all, a changed tail costs its own block, and a block whose bytes do
+ * not match the digests it was keyed by is never kept.
+ */
+static void test_fragment_digests(void **state)
+{
+	enum { PER_DIR = 40, N = 3 * PER_DIR };
+	struct spec s[N], s2[N];
+	char names[N][16];
+	struct sqw_image_opts o, r;
+	struct out a, b, full, plain, c, lie, lied;
+	sqw_tree_t *ta, *tc;
+	uint64_t total = 0;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < N; i++) {
+		memset(&s[i], 0, sizeof(s[i]));
+		snprintf(names[i], sizeof(names[i]), "%c/f%02zu", "abc"[i / PER_DIR],
+			 i % PER_DIR);
+		s[i].path = names[i];
+		s[i].mode = S_IFREG | 0644;
+		s[i].mf = mf_gen(5000 + (i * 7919) % 7000, 600 + i, 0);
+		total += s[i].mf->size;
+	}
+	memcpy(s2, s, sizeof(s));
+	/* The same size, other bytes: only the block holding it changes. */
+	s2[PER_DIR + 7].mf = mf_gen(s[PER_DIR + 7].mf->size, 9999, 0);
+	opts_init(&o, "zstd", BS);
+	r = o;
+	r.flags |= SQW_OPT_REHEARSE;
+	ta = build(s, N, 0);
+	tc = build(s2, N, 0);
+	fstore_n = 0;
+	dstore_n = 0;
+	ds_lie = 0;
+
+	/* First rehearsal: every tail read once, its digest kept. */
+	write_image(ta, &ops_digest, &r, &a);
+	assert_int_equal(a.ret, 0);
+	assert_true(a.st.fragments >= 6);
+	assert_int_equal(fstore_n, a.st.fragments);
+	assert_int_equal(dstore_n, N);
+	assert_true(specs_read(s, N, 1) == total);
+
+	/* Nothing changed: nothing read, nothing opened, every block found. */
+	write_image(ta, &ops_digest, &r, &b);
+	assert_int_equal(b.ret, 0);
+	assert_int_equal(b.st.stored_frags, b.st.fragments);
+	assert_true(specs_read(s, N, 1) == 0);
+	assert_int_equal(b.ctx.opens, 0);
+
+	/* The seal: the same, and the bytes of a write that compresses all. */
+	write_image(ta, &ops_digest, &o, &full);
+	assert_int_equal(full.ret, 0);
+	assert_int_equal(full.st.stored_frags, full.st.fragments);
+	assert_true(specs_read(s, N, 1) == 0);
+	write_image(ta, &ops_holes, &o, &plain);
+	assert_int_equal(plain.ret, 0);
+	assert_true(full.size == plain.size);
+	assert_memory_equal(full.data, plain.data, plain.size);
+	specs_read(s, N, 1);
+
+	/* One changed tail: its block alone is read and compressed again. */
+	write_image(tc, &ops_digest, &r, &c);
+	assert_int_equal(c.ret, 0);
+	assert_int_equal(c.st.stored_frags + 1, c.st.fragments);
+	assert_true(specs_read(s2, N, 1) > 0);
+	assert_true(specs_read(s2, N, 1) == 0);
+
+	/*
+	 * Digests that lie (a file changed between its digest and its read):
+	 * the blocks found stale are not kept, and the image is still that
+	 * of the bytes.
+	 */
+	fstore_clear();
+	ds_lie = 1;
+	write_image(ta, &ops_digest, &r, &lie);
+	assert_int_equal(lie.ret, 0);
+	assert_int_equal(lie.st.stored_frags, 0);
+	assert_int_equal(fstore_n, 0);
+	write_image(ta, &ops_digest, &o, &lied);
+	assert_int_equal(lied.ret, 0);
+	assert_true(lied.size == plain.size);
+	assert_memory_equal(lied.data, plain.data, plain.size);
+	ds_lie = 0;
+
+	fstore_clear();
+	dstore_n = 0;
+	out_free(&a);
+	out_free(&b);
+	out_free(&full);
+	out_free(&plain);
+	out_free(&c);
+	out_free(&lie);
+	out_free(&lied);
+	sqw_tree_destroy(ta);
+	sqw_tree_destroy(tc);
+}
+
 /* Superblock flags, options block and tables for each codec and option. */
 static void test_superblock(void **state)
 {
@@ -2622,6 +2793,7 @@ int main(void)
 		cmocka_unit_test(test_tail_dedup_no_empty_fragment),
 		cmocka_unit_test(test_fragments),
 		cmocka_unit_test(test_fragment_locality),
+		cmocka_unit_test(test_fragment_digests),
 		cmocka_unit_test(test_superblock),
 		cmocka_unit_test(test_no_xattrs),
 		cmocka_unit_test(test_padding),
