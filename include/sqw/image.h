@@ -22,10 +22,11 @@ struct sqw_source_ops {
 	 */
 	int64_t (*next_data)(void *handle, uint64_t off);
 	/*
-	 * Optional: full block index of the file in the form the writer would
-	 * store it, if the source kept one from an earlier compression with
-	 * the same options (sqfs-stage compresses closed files ahead of the
-	 * seal).  Returns 1 with buf (block_size bytes at most) and *size_word
+	 * Optional: data block index of the file (the last one short when
+	 * the file ends in one: sqw_file_data_blocks) in the form the writer
+	 * would store it, if the source kept one from an earlier compression
+	 * with the same options (sqfs-stage compresses closed files ahead of
+	 * the seal).  Returns 1 with buf (block_size bytes at most) and *size_word
 	 * (the SquashFS block size word; 0 = hole) filled, 0 when it has none,
 	 * or -errno.
 	 */
@@ -128,6 +129,12 @@ void sqw_image_opts_init(struct sqw_image_opts *opts);
 #define SQW_IDS_MAX 65535
 /* The largest file size sqw_image_write accepts with this block size. */
 uint64_t sqw_file_size_max(uint32_t block_size);
+/*
+ * The data blocks the writer stores for a file of size bytes under flags
+ * (SQW_OPT_*): its full blocks, and a short last one when the file does
+ * not end on a block boundary and its tail goes into no fragment block.
+ */
+uint64_t sqw_file_data_blocks(unsigned flags, uint32_t block_size, uint64_t size);
 
 /* What went wrong, for the front end's message. */
 struct sqw_error {

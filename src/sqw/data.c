@@ -24,11 +24,22 @@ static int src_read(struct writer *w, sqw_node_t *n, void *h, uint64_t off,
 	return ret ? writer_fail(w, ret, "reading", n) : 0;
 }
 
+static int uses_frag(unsigned flags, uint32_t bs, uint64_t size)
+{
+	if (flags & SQW_OPT_NO_FRAGMENTS || size % bs == 0)
+		return 0;
+	return size < bs || (flags & SQW_OPT_ALWAYS_FRAGMENTS);
+}
+
 static int file_uses_frag(const struct writer *w, uint64_t size)
 {
-	if (w->flags & SQW_OPT_NO_FRAGMENTS || size % w->bs == 0)
-		return 0;
-	return size < w->bs || (w->flags & SQW_OPT_ALWAYS_FRAGMENTS);
+	return uses_frag(w->flags, w->bs, size);
+}
+
+uint64_t sqw_file_data_blocks(unsigned flags, uint32_t block_size, uint64_t size)
+{
+	return size / block_size +
+	       (size % block_size && !uses_frag(flags, block_size, size) ? 1 : 0);
 }
 
 /* Hand one finished job to the image, in sequence order. */
@@ -595,7 +606,7 @@ static int file_blocks(struct writer *w, sqw_node_t *n, struct rd *r)
 		j->index = b;
 		j->in_len = (uint32_t)len;
 		j->allow_sparse = !(w->flags & SQW_OPT_NO_SPARSE);
-		ret = len == w->bs ? stored_block(r, b, j) : 0;
+		ret = stored_block(r, b, j);
 		if (ret > 0) {
 			bp_submit(w->bp, j);
 			w->st->progress_bytes += len;
@@ -634,7 +645,7 @@ static int file_write(struct writer *w, sqw_node_t *n, unsigned level)
 	int frag = file_uses_frag(w, size), dup, ret;
 	struct rd r;
 
-	n->nblocks = (uint32_t)(size / w->bs + (!frag && size % w->bs ? 1 : 0));
+	n->nblocks = (uint32_t)sqw_file_data_blocks(w->flags, w->bs, size);
 	n->frag_index = SQW_NO_FRAG;
 	n->frag_offset = 0;
 	n->blocks_start = UINT64_MAX;

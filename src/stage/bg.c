@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Background compression: when the last writer of a file closes it, its full
- * blocks go through the same block processor as the seal, and their stored
+ * Background compression: when the last writer of a file closes it, its data
+ * blocks (full ones, and a short last one where the image has one rather
+ * than a fragment) go through the same block processor as the seal, and their stored
  * form (exactly what the seal would write: same compressor, options and
  * hole rule) is appended to SPOOL/blocks.  The seal then copies those bytes
  * instead of compressing again; it still walks files in canonical order, so
@@ -74,6 +75,7 @@ struct stage_bg {
 	/* current file */
 	fuse_ino_t ino;
 	uint64_t wgen;
+	uint64_t size;
 	/* counters, under stage->lock */
 	uint64_t queued_bytes, stored_blocks, stored_bytes;
 };
@@ -113,9 +115,10 @@ static fuse_ino_t queue_pop(struct stage_bg *bg)
 	return e.ino;
 }
 
-static uint64_t full_blocks(const struct stage *s, const struct snode *n)
+/* The blocks the image stores for n, the store's index range. */
+static uint64_t data_blocks(const struct stage *s, const struct snode *n)
 {
-	return n->size / s->opts.img.comp.block_size;
+	return sqw_file_data_blocks(s->opts.img.flags, s->opts.img.comp.block_size, n->size);
 }
 
 static int block_missing(const struct snode *n, uint64_t i)
@@ -189,7 +192,7 @@ void stage_bg_released(struct stage *s, struct snode *n)
 	if (!bg || n->bg_queued || n->bg_never || n->writers || !n->links ||
 	    !S_ISREG(n->mode))
 		return;
-	nb = full_blocks(s, n);
+	nb = data_blocks(s, n);
 	if (nb > BG_MAX_BLOCKS)
 		return;
 	for (i = 0; i < nb && !block_missing(n, i); i++)
@@ -296,9 +299,9 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 		return;
 	pthread_mutex_lock(&s->lock);
 	n = stage_get(s, bg->ino);
-	if (n && n->wgen == bg->wgen && n->links && j->index < full_blocks(s, n)) {
+	if (n && n->wgen == bg->wgen && n->links && j->index < data_blocks(s, n)) {
 		if (j->index >= n->ncblk) {
-			uint32_t cap = (uint32_t)full_blocks(s, n), i;
+			uint32_t cap = (uint32_t)data_blocks(s, n), i;
 			struct centry *c = realloc(n->cblk, (size_t)cap * sizeof(*c));
 
 			if (!c) {
@@ -349,6 +352,7 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 		return;
 	for (k = 0; k < ntodo; k++) {
 		uint64_t off = (uint64_t)todo[k] * bg->bs;
+		uint32_t len = bg->size - off < bg->bs ? (uint32_t)(bg->size - off) : bg->bs;
 		struct bp_job *j;
 
 		if (__atomic_load_n(&bg->interrupt, __ATOMIC_RELAXED))
@@ -366,7 +370,7 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 				probe = off;
 				hole_end = d < 0 ? UINT64_MAX : (uint64_t)d;
 			}
-			if (hole_end >= off + bg->bs && probe <= off)
+			if (hole_end >= off + len && probe <= off)
 				continue;
 		}
 		while (!(j = bp_get_job(bg->bp))) {
@@ -376,9 +380,9 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 			bp_release(bg->bp, d);
 		}
 		j->index = todo[k];
-		j->in_len = bg->bs;
+		j->in_len = len;
 		j->allow_sparse = bg->allow_sparse;
-		if (pread(fd, j->in, bg->bs, (off_t)off) != (ssize_t)bg->bs) {
+		if (pread(fd, j->in, len, (off_t)off) != (ssize_t)len) {
 			/* Truncated meanwhile: wgen has moved on anyway. */
 			bp_release(bg->bp, j);
 			break;
@@ -428,7 +432,7 @@ static void *bg_main(void *arg)
 		n->bg_queued = 0;
 		if (n->writers || !n->links)
 			continue;	/* queued again at its last release */
-		nb = full_blocks(s, n);
+		nb = data_blocks(s, n);
 		for (i = 0; i < nb; i++) {
 			if (!block_missing(n, i))
 				continue;
@@ -445,6 +449,7 @@ static void *bg_main(void *arg)
 		}
 		bg->ino = n->ino;
 		bg->wgen = n->wgen;
+		bg->size = n->size;
 		bg->busy = 1;
 		pthread_mutex_unlock(&s->lock);
 

@@ -865,8 +865,15 @@ static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint6
 	lock(s);
 	stage_pt_sync(s, h->n);
 	stage_bg_changed(s, h->n, off, len);
-	if (!fstat(h->fd, &st))
+	if (!fstat(h->fd, &st) && (uint64_t)st.st_size != h->n->size) {
+		/*
+		 * The old last block changed length (a write past the end
+		 * may leave a gap): its stored form goes, wherever off was.
+		 */
+		stage_bg_changed(s, h->n, h->n->size < (uint64_t)st.st_size ?
+				 h->n->size : (uint64_t)st.st_size, UINT64_MAX);
 		h->n->size = (uint64_t)st.st_size;
+	}
 	touch(s, h->n, 1, 1);
 	stage_pt_settled(s, h->n);
 	s->gen++;

@@ -5,8 +5,9 @@
 #   - after files close, the pool compresses their full blocks (the status
 #     xattr shows stored blocks; the seal reports them as taken);
 #   - reads return the written bytes while compression runs;
-#   - overwrite, truncate, append, O_TRUNC rewrite and fallocate after
-#     compression re-stage only what changed, and the image is still
+#   - overwrite, truncate, append, writes past the end, O_TRUNC rewrite and
+#     fallocate after compression (short last blocks included) re-stage
+#     only what changed, and the image is still
 #     byte-identical to sqfs-pack of the final tree and to a mount with
 #     -o no_background;
 #   - writers racing with the compressor never leak stale blocks;
@@ -118,6 +119,15 @@ same_as "no_background" "$WORK/b.sqfs" "$REF"
 # Each change is made to the mount and to a copy of the source alike.
 M=$WORK/m3
 COPY=$WORK/copy
+# three files ending in a short data block that is not a hole
+python3 - "$SRC/short" <<'EOF'
+import os, sys
+os.makedirs(sys.argv[1], exist_ok=True)
+for i in range(3):
+    with open(os.path.join(sys.argv[1], "g%d" % i), "wb") as f:
+        f.write((b"line %d of a file with a short last block\n" % i) * 8000)
+EOF
+touch -h -d @1650000000 "$SRC/short" "$SRC"/short/*
 cp -a "$SRC" "$COPY"
 stage_mount "$WORK/c.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
 cp -a "$SRC/." "$M/"
@@ -139,6 +149,20 @@ with open(p("d2", "f06"), "ab") as f:
 # O_TRUNC rewrite with other content
 with open(p("d0", "f00"), "wb") as f:
     f.write(b"rewritten\n" * 100000)
+# files ending in a short data block, stored by the background: a write
+# past the end leaving a gap (the old short block is a full one now), the
+# same through a write-only (passthrough) open, and a same-size overwrite
+# inside the short block
+g = [p("short", "g%d" % i) for i in range(3)]
+size = os.path.getsize(g[0])
+assert size % 65536 > 100 and size > 65536
+with open(g[0], "r+b") as f:
+    f.seek(size + 200000); f.write(b"past the end")
+fd = os.open(g[1], os.O_WRONLY)
+os.pwrite(fd, b"past the end, write-only", size + 70000)
+os.close(fd)
+with open(g[2], "r+b") as f:
+    f.seek(size - 50); f.write(b"short block edit")
 # punch a hole (keep size)
 fd = os.open(p("d3", "f07"), os.O_RDWR)
 try:

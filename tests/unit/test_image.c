@@ -2181,6 +2181,63 @@ static void test_fragment_digests(void **state)
 	sqw_tree_destroy(tc);
 }
 
+/* Every data block comes from the source's store, as raw bytes. */
+static int raw_stored(void *h, uint32_t index, void *buf, uint32_t *word)
+{
+	struct handle *hd = h;
+	uint64_t off = (uint64_t)index * BS;
+	size_t len;
+
+	assert_true(off < hd->m->size);
+	len = hd->m->size - off < BS ? (size_t)(hd->m->size - off) : BS;
+	memfile_read(hd->m, off, buf, len);
+	*word = (uint32_t)len | (1u << 24);
+	return 1;
+}
+
+static const struct sqw_source_ops ops_raw_stored = {
+	.open = src_open, .read = src_read, .next_data = src_next_data,
+	.close = src_close, .stored_block = raw_stored,
+};
+
+/*
+ * A file's short last block is a data block too (no fragment for it), and
+ * the source's stored form of it is taken like that of a full one.
+ */
+static void test_stored_short_block(void **state)
+{
+	struct spec s[] = { FILE_("big", mf_gen(2 * BS + 100, 41, 0)),
+			    FILE_("small", mf_gen(5000, 42, 0)) };
+	static const struct {
+		unsigned flags;
+		uint64_t blocks;	/* data blocks of big + small */
+	} cases[] = {
+		{ 0, 3 },				/* small in a fragment */
+		{ SQW_OPT_NO_FRAGMENTS, 4 },		/* both end in short blocks */
+		{ SQW_OPT_ALWAYS_FRAGMENTS, 2 },	/* both tails in fragments */
+	};
+	size_t c;
+
+	(void)state;
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct sqw_image_opts o;
+		struct out out;
+		sqw_tree_t *t = build(s, 2, 0);
+
+		opts_init(&o, "zstd", BS);
+		o.flags = cases[c].flags;
+		assert_true(sqw_file_data_blocks(o.flags, BS, 2 * BS + 100) +
+			    sqw_file_data_blocks(o.flags, BS, 5000) == cases[c].blocks);
+		write_image(t, &ops_raw_stored, &o, &out);
+		assert_int_equal(out.ret, 0);
+		assert_true(out.st.stored_blocks == cases[c].blocks);
+		assert_true(out.st.raw_blocks >= cases[c].blocks);
+		check_out(&out, s, 2, &o);
+		out_free(&out);
+		sqw_tree_destroy(t);
+	}
+}
+
 /* Superblock flags, options block and tables for each codec and option. */
 static void test_superblock(void **state)
 {
@@ -2794,6 +2851,7 @@ int main(void)
 		cmocka_unit_test(test_fragments),
 		cmocka_unit_test(test_fragment_locality),
 		cmocka_unit_test(test_fragment_digests),
+		cmocka_unit_test(test_stored_short_block),
 		cmocka_unit_test(test_superblock),
 		cmocka_unit_test(test_no_xattrs),
 		cmocka_unit_test(test_padding),
