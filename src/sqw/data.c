@@ -481,12 +481,13 @@ static int pend_move(struct writer *w, struct frag_pend *from, struct frag_pend 
 /*
  * 1 if an earlier file's tail equals that of n: n then points at its
  * bytes.  *tail: n's tail, or NULL while unread (set if it is read here);
- * digest: with keyed blocks.
+ * digest: with keyed blocks, made that of the bytes if they are read here
+ * (a pending tail's digest must be that of the bytes it holds).
  * Only lengths shared by several tails are hashed, and a hash match is
  * confirmed byte for byte.
  */
 static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t **tail,
-		      const uint8_t digest[16])
+		      uint8_t digest[16])
 {
 	uint32_t len = tail_len(w, n);
 	uint64_t key, *slot = u64map_find(&w->tail_count, len + 1);
@@ -510,6 +511,8 @@ static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t **tail,
 	if (!ret && !*tail) {
 		ret = tail_read(w, n, len, w->rbuf2);
 		*tail = w->rbuf2;
+		if (!ret && w->keyed)
+			tail_digest_of(*tail, len, digest);
 	}
 	if (ret)
 		return ret;

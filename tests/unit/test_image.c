@@ -2181,6 +2181,53 @@ static void test_fragment_digests(void **state)
 	sqw_tree_destroy(tc);
 }
 
+/*
+ * A tail whose bytes the dedup had to read joins its block under the
+ * digest of those bytes, whatever digest the source gave for it.
+ */
+static void test_fragment_digest_dedup(void **state)
+{
+	struct spec s[] = { FILE_("a", mf_gen(5000, 71, 0)), FILE_("b", mf_gen(5000, 72, 0)) };
+	struct sqw_image_opts o, r;
+	struct out a, b, c;
+	sqw_tree_t *t;
+	size_t i;
+
+	(void)state;
+	opts_init(&o, "zstd", BS);
+	r = o;
+	r.flags |= SQW_OPT_REHEARSE;
+	t = build(s, 2, 0);
+	fstore_n = 0;
+	dstore_n = 0;
+	ds_lie = 0;
+	/* Learn both digests. */
+	write_image(t, &ops_digest, &r, &a);
+	assert_int_equal(a.ret, 0);
+	assert_int_equal(dstore_n, 2);
+	assert_int_equal(a.st.fragments, 1);
+	/* The source now says b has a's digest: the dedup reads both. */
+	fstore_clear();
+	for (i = 0; i < dstore_n; i++)
+		if (dstore[i].m == s[1].mf)
+			memcpy(dstore[i].d, dstore[i ? 0 : 1].d, 16);
+	write_image(t, &ops_digest, &r, &b);
+	assert_int_equal(b.ret, 0);
+	assert_int_equal(b.st.dedup_files, 0);
+	assert_int_equal(fstore_n, 1);
+	/* Honest digests again: the block kept is found under its key. */
+	dstore_n = 0;
+	write_image(t, &ops_digest, &o, &c);
+	assert_int_equal(c.ret, 0);
+	assert_int_equal(c.st.stored_frags, 1);
+	fstore_clear();
+	dstore_n = 0;
+	out_free(&a);
+	out_free(&b);
+	out_free(&c);
+	sqw_tree_destroy(t);
+}
+
 /* Every data block comes from the source's store, as raw bytes. */
 static int raw_stored(void *h, uint32_t index, void *buf, uint32_t *word)
 {
@@ -2851,6 +2898,7 @@ int main(void)
 		cmocka_unit_test(test_fragments),
 		cmocka_unit_test(test_fragment_locality),
 		cmocka_unit_test(test_fragment_digests),
+		cmocka_unit_test(test_fragment_digest_dedup),
 		cmocka_unit_test(test_stored_short_block),
 		cmocka_unit_test(test_superblock),
 		cmocka_unit_test(test_no_xattrs),
