@@ -28,6 +28,14 @@ struct sqw_attr {
 };
 
 sqw_tree_t *sqw_tree_create(void);
+/*
+ * For a filler whose names are unique in each directory already (a staged
+ * tree): no name table is kept, which saves about 24 bytes an entry.
+ * sqw_tree_add() does not check for an existing name, sqw_tree_lookup()
+ * scans the directory, sqw_tree_remove() returns -ENOTSUP; a name added
+ * twice makes sqw_image_write() fail with -EEXIST.
+ */
+sqw_tree_t *sqw_tree_create_unindexed(void);
 void sqw_tree_destroy(sqw_tree_t *tree);
 
 /* The root directory exists from the start (mode 0755, root, mtime 0). */

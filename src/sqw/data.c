@@ -692,7 +692,7 @@ out:
 
 static int count_sizes(struct writer *w)
 {
-	size_t i;
+	size_t i, shared = 0;
 
 	for (i = 0; i < w->nfiles; i++) {
 		uint64_t size = w->files[i]->a.size, *v;
@@ -711,7 +711,17 @@ static int count_sizes(struct writer *w)
 			(*v)++;
 		}
 	}
-	return 0;
+	if (w->flags & SQW_OPT_NO_DEDUP)
+		return 0;
+	/* Every tail whose length is shared is hashed: size that map once. */
+	for (i = 0; i < w->nfiles; i++) {
+		uint64_t size = w->files[i]->a.size, *v;
+
+		if (size && file_uses_frag(w, size) &&
+		    (v = u64map_find(&w->tail_count, size % w->bs + 1)) && *v >= 2)
+			shared++;
+	}
+	return u64map_reserve(&w->tail_hash, shared);
 }
 
 /*

@@ -268,7 +268,15 @@ int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
 		return writer_fail(&w, ret, "creating the compressor", NULL);
 	opt_len = sqw_comp_config_options(&opts->comp, opt);
 
-	tree_sort(sqw_tree_root(tree));
+	{
+		sqw_node_t *dup = NULL;
+
+		ret = tree_sort(sqw_tree_root(tree), &dup);
+		if (ret) {
+			writer_fail(&w, ret, "name listed twice", dup);
+			goto out;
+		}
+	}
 	ret = number(&w, sqw_tree_root(tree), tree_next_gen(tree));
 	if (ret)
 		goto out;

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include "sqw/tree_i.h"
+#include "util/arena.h"
 #include "util/util.h"
 
 /*
@@ -13,8 +14,15 @@ struct sqw_tree {
 	sqw_node_t *root;
 	struct sqw_dentry **slots;	/* NULL or TOMBSTONE or entry */
 	size_t nslots, used, live;
+	int indexed;		/* else no slots: see sqw_tree_create_unindexed() */
 	uint32_t gen;
 	void (*src_free)(void *src);
+	/*
+	 * Nodes and entries live in the arena; freed nodes are reused from
+	 * a list (one size), a removed entry's bytes only when the tree goes.
+	 */
+	struct arena mem;
+	sqw_node_t *free_nodes;	/* chained through ->first */
 };
 
 void sqw_tree_set_source_free(sqw_tree_t *t, void (*fn)(void *src))
@@ -88,48 +96,74 @@ static int slots_grow(sqw_tree_t *t)
 	return 0;
 }
 
-static sqw_node_t *node_new(const struct sqw_attr *attr)
+static sqw_node_t *node_new(sqw_tree_t *t, const struct sqw_attr *attr)
 {
-	sqw_node_t *n = calloc(1, sizeof(*n));
+	sqw_node_t *n = t->free_nodes;
 
 	if (n)
-		n->a = *attr;
+		t->free_nodes = (sqw_node_t *)n->first;
+	else if (!(n = arena_alloc(&t->mem, sizeof(*n))))
+		return NULL;
+	memset(n, 0, sizeof(*n));
+	n->a = *attr;
 	return n;
 }
 
-static void node_free(sqw_tree_t *t, sqw_node_t *n)
+/* What n owns; its own bytes go back to the tree (or with the arena). */
+static void node_release(sqw_tree_t *t, sqw_node_t *n)
 {
 	size_t i;
 
-	if (n->src && t && t->src_free)
-		t->src_free(n->src);
 	for (i = 0; i < n->nxattrs; i++) {
 		free(n->xattrs[i].name);
 		free(n->xattrs[i].value);
 	}
 	free(n->xattrs);
-	free(n->ents);
-	free(n->target);
-	free(n->blocks);
-	free(n->dindex);
-	free(n);
+	if (node_is_reg(n)) {
+		if (n->src && t->src_free)
+			t->src_free(n->src);
+		free(n->blocks);
+	} else if (node_is_dir(n)) {
+		free(n->ents);
+		free(n->dindex);
+	} else if (S_ISLNK(n->a.mode)) {
+		free(n->target);
+	}
 }
 
-sqw_tree_t *sqw_tree_create(void)
+static void node_free(sqw_tree_t *t, sqw_node_t *n)
+{
+	node_release(t, n);
+	n->first = (struct sqw_dentry *)t->free_nodes;
+	t->free_nodes = n;
+}
+
+static sqw_tree_t *tree_create(int indexed)
 {
 	struct sqw_attr ra = { .mode = S_IFDIR | 0755 };
 	sqw_tree_t *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
-	t->root = node_new(&ra);
-	if (!t->root || slots_grow(t)) {
-		free(t->root);
+	t->indexed = indexed;
+	t->root = node_new(t, &ra);
+	if (!t->root || (indexed && slots_grow(t))) {
+		arena_free(&t->mem);
 		free(t);
 		return NULL;
 	}
 	t->root->nlink = 1;
 	return t;
+}
+
+sqw_tree_t *sqw_tree_create(void)
+{
+	return tree_create(1);
+}
+
+sqw_tree_t *sqw_tree_create_unindexed(void)
+{
+	return tree_create(0);
 }
 
 /* Find another live name of n after its first one went away. */
@@ -161,9 +195,24 @@ static void subtree_free(sqw_tree_t *t, sqw_node_t *n)
 			node_free(t, c);
 		else if (c->first == n->ents[i])
 			first_refind(t, c);
-		free(n->ents[i]);
 	}
 	node_free(t, n);
+}
+
+/* Only what the nodes own: their own bytes go with the arena. */
+static void subtree_release(sqw_tree_t *t, sqw_node_t *n)
+{
+	size_t i;
+
+	for (i = 0; i < n->nents; i++) {
+		sqw_node_t *c = n->ents[i]->node;
+
+		if (node_is_dir(c))
+			subtree_release(t, c);
+		else if (--c->nlink == 0)
+			node_release(t, c);
+	}
+	node_release(t, n);
 }
 
 void sqw_tree_destroy(sqw_tree_t *t)
@@ -177,7 +226,8 @@ void sqw_tree_destroy(sqw_tree_t *t)
 	free(t->slots);
 	t->slots = NULL;
 	t->nslots = 0;
-	subtree_free(t, t->root);
+	subtree_release(t, t->root);
+	arena_free(&t->mem);
 	free(t);
 }
 
@@ -202,7 +252,7 @@ static int entry_add(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 		     size_t len, sqw_node_t *node)
 {
 	struct sqw_dentry *d;
-	size_t slot;
+	size_t slot = 0, cap;
 	int found, ret;
 
 	if (!node_is_dir(dir))
@@ -210,19 +260,25 @@ static int entry_add(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 	ret = name_check(name, len);
 	if (ret)
 		return ret;
-	if ((t->used + 1) * 4 > t->nslots * 3) {
-		ret = slots_grow(t);
-		if (ret)
-			return ret;
+	if (dir->nents == UINT32_MAX - 1)
+		return -EFBIG;
+	if (t->indexed) {
+		if ((t->used + 1) * 4 > t->nslots * 3) {
+			ret = slots_grow(t);
+			if (ret)
+				return ret;
+		}
+		slot = slot_find(t, dir, name, len, &found);
+		if (found)
+			return -EEXIST;
 	}
-	slot = slot_find(t, dir, name, len, &found);
-	if (found)
-		return -EEXIST;
-	ret = array_reserve((void **)&dir->ents, &dir->ents_cap, dir->nents + 1,
+	cap = dir->ents_cap;
+	ret = array_reserve((void **)&dir->ents, &cap, dir->nents + 1,
 			    sizeof(*dir->ents));
 	if (ret)
 		return ret;
-	d = malloc(sizeof(*d) + len + 1);
+	dir->ents_cap = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+	d = arena_alloc(&t->mem, sizeof(*d) + len + 1);
 	if (!d)
 		return -ENOMEM;
 	d->dir = dir;
@@ -232,10 +288,12 @@ static int entry_add(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 	d->name[len] = '\0';
 	d->index = dir->nents;
 	dir->ents[dir->nents++] = d;
-	if (t->slots[slot] != TOMBSTONE)
-		t->used++;
-	t->slots[slot] = d;
-	t->live++;
+	if (t->indexed) {
+		if (t->slots[slot] != TOMBSTONE)
+			t->used++;
+		t->slots[slot] = d;
+		t->live++;
+	}
 	node->nlink++;
 	if (!node->first)
 		node->first = d;
@@ -259,7 +317,7 @@ int sqw_tree_add(sqw_tree_t *t, sqw_node_t *dir, const char *name, size_t len,
 		if (tl > SQW_SYMLINK_MAX)
 			return -ENAMETOOLONG;
 	}
-	n = node_new(attr);
+	n = node_new(t, attr);
 	if (!n)
 		return -ENOMEM;
 	if (S_ISLNK(attr->mode)) {
@@ -291,8 +349,16 @@ sqw_node_t *sqw_tree_lookup(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 			    size_t len)
 {
 	int found;
-	size_t slot = slot_find(t, dir, name, len, &found);
+	size_t slot, i;
 
+	if (!t->indexed) {
+		for (i = 0; node_is_dir(dir) && i < dir->nents; i++)
+			if (dir->ents[i]->len == len &&
+			    memcmp(dir->ents[i]->name, name, len) == 0)
+				return dir->ents[i]->node;
+		return NULL;
+	}
+	slot = slot_find(t, dir, name, len, &found);
 	return found ? t->slots[slot]->node : NULL;
 }
 
@@ -326,6 +392,8 @@ int sqw_tree_remove(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 	size_t slot;
 	int found;
 
+	if (!t->indexed)
+		return -ENOTSUP;
 	slot = slot_find(t, dir, name, len, &found);
 	if (!found)
 		return -ENOENT;
@@ -345,7 +413,6 @@ int sqw_tree_remove(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 	} else if (n->first == d) {
 		first_refind(t, n);
 	}
-	free(d);
 	return 0;
 }
 
@@ -417,12 +484,13 @@ void sqw_node_get_attr(const sqw_node_t *n, struct sqw_attr *attr)
 
 void sqw_node_set_source(sqw_node_t *n, void *src)
 {
-	n->src = src;
+	if (node_is_reg(n))
+		n->src = src;
 }
 
 void *sqw_node_get_source(const sqw_node_t *n)
 {
-	return n->src;
+	return node_is_reg(n) ? n->src : NULL;
 }
 
 static const char *const xattr_prefixes[] = { "user.", "trusted.", "security." };
@@ -464,6 +532,9 @@ int sqw_node_set_xattr(sqw_tree_t *t, sqw_node_t *n, const char *key,
 	memcpy(v, value, size);
 	if (!x) {
 		size_t cap = n->nxattrs;
+
+		if (n->nxattrs == UINT32_MAX)
+			return -E2BIG;
 		char *name = strndup(key + plen, nlen);
 
 		if (!name) {
@@ -501,17 +572,27 @@ static int dentry_cmp(const void *a, const void *b)
 	return (int)x->len - (int)y->len;
 }
 
-void tree_sort(sqw_node_t *n)
+int tree_sort(sqw_node_t *n, sqw_node_t **dup)
 {
-	size_t i;
+	uint32_t i;
+	int ret;
 
 	if (n->nents > 1)
 		qsort(n->ents, n->nents, sizeof(*n->ents), dentry_cmp);
 	for (i = 0; i < n->nents; i++) {
 		n->ents[i]->index = i;
-		if (node_is_dir(n->ents[i]->node))
-			tree_sort(n->ents[i]->node);
+		/* An unindexed tree's filler vouched for this; a listing must not repeat. */
+		if (i > 0 && dentry_cmp(&n->ents[i - 1], &n->ents[i]) == 0) {
+			*dup = n->ents[i]->node;
+			return -EEXIST;
+		}
+		if (node_is_dir(n->ents[i]->node)) {
+			ret = tree_sort(n->ents[i]->node, dup);
+			if (ret)
+				return ret;
+		}
 	}
+	return 0;
 }
 
 void sqw_node_path(const sqw_node_t *n, char *buf, size_t size)

@@ -153,6 +153,8 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 {
 	uint64_t bs = s->opts.img.comp.block_size, first, last, i, ps = 0, pe = 0;
 
+	if (!S_ISREG(n->mode))
+		return;
 	n->wgen++;
 	n->tdig_ok = 0;
 	if (!n->ncblk || !len)
@@ -217,6 +219,8 @@ void stage_bg_forget(struct stage *s, struct snode *n)
 {
 	uint32_t i;
 
+	if (!S_ISREG(n->mode))
+		return;
 	for (i = 0; i < n->ncblk; i++)
 		punch_entry(s->bg, n->cblk[i].off, n->cblk[i].word);
 	free(n->cblk);
@@ -299,7 +303,8 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 		return;
 	pthread_mutex_lock(&s->lock);
 	n = stage_get(s, bg->ino);
-	if (n && n->wgen == bg->wgen && n->links && j->index < data_blocks(s, n)) {
+	if (n && S_ISREG(n->mode) && n->wgen == bg->wgen && n->links &&
+	    j->index < data_blocks(s, n)) {
 		if (j->index >= n->ncblk) {
 			uint32_t cap = (uint32_t)data_blocks(s, n), i;
 			struct centry *c = realloc(n->cblk, (size_t)cap * sizeof(*c));
@@ -427,7 +432,7 @@ static void *bg_main(void *arg)
 		if (bg->stop)
 			break;
 		n = stage_get(s, queue_pop(bg));
-		if (!n || !n->bg_queued)
+		if (!n || !n->bg_queued || !S_ISREG(n->mode))
 			continue;
 		n->bg_queued = 0;
 		if (n->writers || !n->links)
@@ -590,7 +595,7 @@ int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
 	const struct centry *c;
 	uint32_t len;
 
-	if (!s->bg || block_missing(n, index))
+	if (!s->bg || !S_ISREG(n->mode) || block_missing(n, index))
 		return 0;
 	c = &n->cblk[index];
 	*word = c->word;

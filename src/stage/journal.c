@@ -184,7 +184,7 @@ static void put_time(struct jbuf *b, const struct timespec *t)
 
 static int put_node(struct jbuf *b, const struct snode *n)
 {
-	size_t tlen = n->target ? strlen(n->target) : 0;
+	size_t tlen = S_ISLNK(n->mode) && n->target ? strlen(n->target) : 0;
 
 	if (jb_reserve(b, 1 + 8 + 4 * 3 + 8 + 12 * 3 + 4 + tlen))
 		return -ENOMEM;

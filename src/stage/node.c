@@ -285,9 +285,12 @@ static void node_destroy(struct stage *s, struct snode *n)
 		free(n->xattrs[i].value);
 	}
 	free(n->xattrs);
-	free(n->target);
-	free(n->tab);
-	stage_bg_forget(s, n);
+	if (S_ISLNK(n->mode))
+		free(n->target);
+	else if (S_ISDIR(n->mode))
+		free(n->tab);
+	else if (S_ISREG(n->mode))
+		stage_bg_forget(s, n);
 	free(n);
 }
 
@@ -319,7 +322,7 @@ void stage_node_drop(struct stage *s, struct snode *n)
 	size_t j;
 	struct sdirent *d, *dn;
 
-	for (j = 0; j < n->nslots; j++) {
+	for (j = 0; S_ISDIR(n->mode) && j < n->nslots; j++) {
 		for (d = n->tab[j]; d; d = dn) {
 			dn = d->next;
 			free(d);
@@ -374,7 +377,7 @@ void stage_free(struct stage *s)
 			size_t j;
 
 			next = p->hnext;
-			for (j = 0; j < p->nslots; j++) {
+			for (j = 0; S_ISDIR(p->mode) && j < p->nslots; j++) {
 				struct sdirent *d, *dn;
 
 				for (d = p->tab[j]; d; d = dn) {

@@ -226,7 +226,7 @@ int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 
 	(void)len;	/* size % block_size */
 	*token = TOKEN_NEVER;
-	if (!n || n->size != size)
+	if (!n || !S_ISREG(n->mode) || n->size != size)
 		return 0;
 	if (n->tdig_ok) {
 		memcpy(digest, n->tdig, 16);

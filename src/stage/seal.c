@@ -12,6 +12,7 @@
 #include "stage/stage.h"
 #include "sqw/image.h"
 #include "pack/pack.h"
+#include "util/u64map.h"
 #include "util/util.h"
 
 #define WRITER_WAIT_SECONDS 5
@@ -24,6 +25,7 @@ struct seal_ctx {
 	char *path;
 	size_t plen, pcap;
 	int rehearse;		/* prepack.c: open files as they are, no xattrs */
+	struct u64map linked;	/* ino -> sqw node, for nodes of several names */
 };
 
 /*
@@ -148,6 +150,7 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 	for (i = 0; i < dir->nslots; i++) {
 		for (d = dir->tab[i]; d; d = d->next) {
 			struct snode *n = d->node;
+			uint64_t *slot = NULL;
 
 			if (base + 1 + d->len + 1 > c->pcap) {
 				size_t cap = (base + 1 + d->len + 1) * 2;
@@ -165,20 +168,28 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 			if (S_ISREG(n->mode) && n->writers && !c->rehearse)
 				return fail(c, "%s: still open for writing; close it and seal again",
 					    c->path);
-			if (!S_ISDIR(n->mode) && n->sqw_pass == c->s->pass) {
-				ret = sqw_tree_link(c->tree, qdir, d->name, d->len, n->sqw);
-				if (ret)
-					return fail(c, "%s: adding a hard link: %s", c->path,
-						    strerror(-ret));
-				continue;
+			if (!S_ISDIR(n->mode) && n->links > 1) {
+				int isnew;
+
+				slot = u64map_get(&c->linked, n->ino, &isnew);
+				if (!slot)
+					return fail(c, "%s: out of memory", c->path);
+				if (!isnew) {
+					ret = sqw_tree_link(c->tree, qdir, d->name, d->len,
+							    (sqw_node_t *)(uintptr_t)*slot);
+					if (ret)
+						return fail(c, "%s: adding a hard link: %s",
+							    c->path, strerror(-ret));
+					continue;
+				}
 			}
 			attr_of(n, &a);
 			ret = sqw_tree_add(c->tree, qdir, d->name, d->len, &a,
 					   S_ISLNK(n->mode) ? n->target : NULL, &q);
 			if (ret)
 				return fail(c, "%s: %s", c->path, strerror(-ret));
-			n->sqw = q;
-			n->sqw_pass = c->s->pass;
+			if (slot)
+				*slot = (uint64_t)(uintptr_t)q;
 			if (S_ISREG(n->mode))
 				sqw_node_set_source(q, (void *)(uintptr_t)n->ino);
 			if (add_xattrs(c, n, q))
@@ -240,10 +251,10 @@ static int tree_build(struct seal_ctx *c)
 {
 	struct sqw_attr a;
 
-	c->tree = sqw_tree_create();
+	/* The stage keeps names unique: no second name table (about 24 B an entry). */
+	c->tree = sqw_tree_create_unindexed();
 	if (!c->tree)
 		return fail(c, "out of memory");
-	c->s->pass++;
 	attr_of(c->s->root, &a);
 	sqw_node_set_attr(sqw_tree_root(c->tree), &a);
 	if (add_xattrs(c, c->s->root, sqw_tree_root(c->tree)) ||
@@ -262,6 +273,7 @@ sqw_tree_t *stage_tree_rehearsal(struct stage *s)
 	}
 	free(c.msg);
 	free(c.path);
+	u64map_free(&c.linked);
 	return c.tree;
 }
 
@@ -286,6 +298,7 @@ int stage_seal(struct stage *s, char **out)
 	wait_writers(s);
 	if (tree_build(&c))
 		goto fail;
+	u64map_free(&c.linked);
 	ret = cli_publish_open(&pub, s->image);
 	if (ret) {
 		fail(&c, "%s: cannot create the image: %s", s->image,
@@ -312,6 +325,7 @@ int stage_seal(struct stage *s, char **out)
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
 	free(c.path);
+	u64map_free(&c.linked);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
 	*out = summary(s, &st, start);
@@ -322,6 +336,7 @@ fail:
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
 	free(c.path);
+	u64map_free(&c.linked);
 	stage_bg_resume(s);
 	*out = c.msg ? c.msg : strdup("out of memory");
 	return -1;

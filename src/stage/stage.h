@@ -59,6 +59,11 @@ struct sxattr {
 	size_t size;
 };
 
+/*
+ * One per staged inode, a million of them in a big tree: what only one
+ * file type uses shares a union, chosen by the type in mode (never changed
+ * after the node is made; inode numbers are never reused).
+ */
 struct snode {
 	fuse_ino_t ino;
 	struct snode *hnext;	/* ino table chain */
@@ -71,30 +76,34 @@ struct snode {
 	dev_t rdev;
 	uint64_t size;		/* regular files: the spool file's size */
 	struct timespec atime, mtime, ctime;
-	char *target;		/* symlinks */
 	struct sxattr *xattrs;
-	size_t nxattrs;
-	/* directories */
-	struct snode *parent;
-	struct sdirent **tab;
-	uint32_t nslots, nents, nsubdirs;
-	/* background compression (bg.c); under stage->lock */
-	uint32_t ncblk;
-	struct centry *cblk;	/* stored full blocks, by index */
-	uint64_t wgen;		/* bumped by every data change */
-	/* seal scratch */
-	void *sqw;
-	uint64_t sqw_pass;
-	uint64_t jmark;		/* journal.c: marked in this operation */
+	uint32_t nxattrs;
+	/* regular files: bg.c and prepack.c, under stage->lock */
 	uint8_t bg_queued;
 	uint8_t bg_never;	/* passthrough.c: may change unseen; seal only */
-	/*
-	 * prepack.c: the digest of the tail (the last size % block_size
-	 * bytes) as the writer computes it, valid while tdig_ok; any data
-	 * change clears it (stage_bg_changed).
-	 */
-	uint8_t tdig_ok;
-	uint8_t tdig[16];
+	uint8_t tdig_ok;	/* tdig is valid */
+	uint64_t sqw_pass;	/* journal.c: reached in this walk */
+	uint64_t jmark;		/* journal.c: marked in this operation */
+	union {
+		struct {	/* directories */
+			struct snode *parent;
+			struct sdirent **tab;
+			uint32_t nslots, nents, nsubdirs;
+		};
+		struct {	/* regular files */
+			struct centry *cblk;	/* stored full blocks, by index */
+			uint64_t wgen;		/* bumped by every data change */
+			uint32_t ncblk;
+			/*
+			 * prepack.c: the digest of the tail (the last
+			 * size % block_size bytes) as the writer computes
+			 * it, valid while tdig_ok; any data change clears it
+			 * (stage_bg_changed).
+			 */
+			uint8_t tdig[16];
+		};
+		char *target;	/* symlinks */
+	};
 };
 
 /* A full block stored ahead of the seal: word as in the block list. */

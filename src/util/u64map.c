@@ -18,9 +18,9 @@ void u64map_free(struct u64map *m)
 	m->n = m->cap = 0;
 }
 
-static int grow(struct u64map *m)
+static int resize(struct u64map *m, size_t ncap)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 64, i;
+	size_t i;
 	uint64_t *k = alloc_array(ncap, 8), *v = alloc_array(ncap, 8);
 
 	if (!k || !v) {
@@ -44,6 +44,23 @@ static int grow(struct u64map *m)
 	m->vals = v;
 	m->cap = ncap;
 	return 0;
+}
+
+static int grow(struct u64map *m)
+{
+	return resize(m, m->cap ? m->cap * 2 : 64);
+}
+
+int u64map_reserve(struct u64map *m, size_t n)
+{
+	size_t cap = m->cap ? m->cap : 64;
+
+	while ((n + 1) * 4 > cap * 3) {
+		if (cap > SIZE_MAX / 8)
+			return -ENOMEM;
+		cap *= 2;
+	}
+	return cap > m->cap ? resize(m, cap) : 0;
 }
 
 uint64_t *u64map_find(const struct u64map *m, uint64_t key)

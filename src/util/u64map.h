@@ -15,6 +15,11 @@ struct u64map {
 void u64map_free(struct u64map *m);
 /* Pointer to the value of key (inserted as 0 if new with *isnew = 1). */
 uint64_t *u64map_get(struct u64map *m, uint64_t key, int *isnew);
+/*
+ * Room for n keys in all without growing again: a map whose size is known
+ * ahead then peaks at its final size, not at 1.5 times it while it grows.
+ */
+int u64map_reserve(struct u64map *m, size_t n);
 /* Pointer to the value of key or NULL. */
 uint64_t *u64map_find(const struct u64map *m, uint64_t key);
 

@@ -331,9 +331,11 @@ static void add_spec(sqw_tree_t *t, const struct spec *s)
 
 /* order: 0 as listed, 1 reversed, 2+ shuffled with that seed.  Hard links
  * are added after everything else so that their target exists. */
+static int build_unindexed;	/* build() makes the seal's kind of tree */
+
 static sqw_tree_t *build(const struct spec *specs, size_t n, unsigned order)
 {
-	sqw_tree_t *t = sqw_tree_create();
+	sqw_tree_t *t = build_unindexed ? sqw_tree_create_unindexed() : sqw_tree_create();
 	size_t *idx = malloc(n * sizeof(*idx)), i, pass;
 
 	assert_non_null(t);
@@ -2447,6 +2449,51 @@ static void test_no_xattrs(void **state)
 	sqw_tree_destroy(t);
 }
 
+/*
+ * The seal's tree keeps no name table: its image is the same, and a name
+ * listed twice (which its filler promised never to add) fails the write.
+ */
+static void test_unindexed_tree(void **state)
+{
+	struct sqw_image_opts o;
+	struct out ref, out;
+	sqw_tree_t *t;
+	sqw_node_t *first, *dir, *fifo = NULL;
+	struct sqw_attr a = { .mode = S_IFIFO | 0600 };
+	const char *name;
+	size_t len;
+
+	(void)state;
+	opts_init(&o, "zstd", BS);
+	t = build(t1, t1n, 0);
+	write_image(t, &ops_holes, &o, &ref);
+	assert_int_equal(ref.ret, 0);
+	sqw_tree_destroy(t);
+
+	build_unindexed = 1;
+	t = build(t1, t1n, 3);
+	build_unindexed = 0;
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, t1, t1n, &o);
+	assert_int_equal(out.size, ref.size);
+	assert_memory_equal(out.data, ref.data, ref.size);
+	out_free(&out);
+
+	/* t1's first entry again, as a fifo */
+	assert_int_equal(sqw_tree_walk(t, t1[0].path, 0, NULL, &dir, &name, &len), 0);
+	first = sqw_tree_lookup(t, dir, name, len);
+	assert_non_null(first);
+	assert_int_equal(sqw_tree_add(t, dir, name, len, &a, NULL, &fifo), 0);
+	write_image(t, &ops_holes, &o, &out);
+	assert_int_equal(out.ret, -EEXIST);
+	assert_int_equal(out.err.code, -EEXIST);
+	assert_true(out.err.node == first || out.err.node == fifo);
+	assert_non_null(strstr(out.err.what, "twice"));
+	out_free(&out);
+	out_free(&ref);
+	sqw_tree_destroy(t);
+}
+
 /* ids: 65535 distinct values fit, 65536 do not. */
 static void run_ids(uint32_t nfiles, unsigned flags, int want_ret, uint16_t want_ids)
 {
@@ -2886,6 +2933,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_t1_roundtrip),
+		cmocka_unit_test(test_unindexed_tree),
 		cmocka_unit_test(test_determinism_jobs),
 		cmocka_unit_test(test_determinism_order),
 		cmocka_unit_test(test_write_twice),

@@ -351,7 +351,7 @@ static void test_sort(void **state)
 	d = add(t, root, "dir", &dir_attr);
 	add(t, d, "y", &file_attr);
 	add(t, d, "x", &file_attr);
-	tree_sort(root);
+	assert_int_equal(tree_sort(root, &d), 0);
 	assert_int_equal(root->nents, 12);
 	for (i = 0, d = NULL; i < 12; i++) {
 		const struct sqw_dentry *e = root->ents[i];
@@ -370,6 +370,65 @@ static void test_sort(void **state)
 	for (i = 0; i < 12; i++)
 		if (strcmp(sorted[i], "a"))
 			assert_non_null(lookup(t, root, sorted[i]));
+	sqw_tree_destroy(t);
+}
+
+/*
+ * An unindexed tree (the seal's) takes its filler's word that names are
+ * unique; lookups still find names, removal is refused, and a repeated
+ * name is caught when the listing is sorted.
+ */
+static void test_unindexed(void **state)
+{
+	sqw_tree_t *t = sqw_tree_create_unindexed();
+	sqw_node_t *root = sqw_tree_root(t), *d, *f, *g, *dup = NULL;
+	static int src_f;
+
+	(void)state;
+	freed_count = 0;
+	sqw_tree_set_source_free(t, src_free);
+	d = add(t, root, "d", &dir_attr);
+	f = add(t, d, "f", &file_attr);
+	sqw_node_set_source(f, &src_f);
+	assert_int_equal(sqw_tree_link(t, root, "hard", 4, f), 0);
+	add(t, root, "l", &link_attr);
+	assert_ptr_equal(lookup(t, root, "d"), d);
+	assert_ptr_equal(lookup(t, d, "f"), f);
+	assert_ptr_equal(lookup(t, root, "hard"), f);
+	assert_null(lookup(t, root, "f"));
+	assert_null(lookup(t, f, "x"));		/* not a directory */
+	assert_int_equal(f->nlink, 2);
+	assert_int_equal(root->nsubdirs, 1);
+	assert_int_equal(sqw_tree_remove(t, root, "d", 1), -ENOTSUP);
+	assert_int_equal(tree_sort(root, &dup), 0);
+	check_path(f, "/d/f");
+
+	/* Not checked when added: the sort reports it with the node. */
+	g = add(t, d, "f", &file_attr);
+	assert_int_equal(tree_sort(root, &dup), -EEXIST);
+	assert_true(dup == f || dup == g);
+	sqw_tree_destroy(t);
+	/* The source of a hard-linked file is freed once, with the tree. */
+	assert_int_equal(freed_count, 1);
+	assert_ptr_equal(freed_last, &src_f);
+}
+
+/* Sources and symlink targets belong to their file types only. */
+static void test_source_types(void **state)
+{
+	sqw_tree_t *t = sqw_tree_create();
+	sqw_node_t *root = sqw_tree_root(t), *d, *l;
+	static int src;
+
+	(void)state;
+	d = add(t, root, "d", &dir_attr);
+	l = add(t, root, "l", &link_attr);
+	sqw_node_set_source(d, &src);
+	sqw_node_set_source(l, &src);
+	assert_null(sqw_node_get_source(d));
+	assert_null(sqw_node_get_source(l));
+	assert_string_equal(l->target, "target");
+	assert_int_equal(d->nents, 0);
 	sqw_tree_destroy(t);
 }
 
@@ -724,6 +783,8 @@ int main(void)
 		cmocka_unit_test(test_remove),
 		cmocka_unit_test(test_remove_many),
 		cmocka_unit_test(test_sort),
+		cmocka_unit_test(test_unindexed),
+		cmocka_unit_test(test_source_types),
 		cmocka_unit_test(test_walk),
 		cmocka_unit_test(test_xattrs),
 		cmocka_unit_test(test_large_dir),

@@ -272,6 +272,40 @@ static void test_u64map_basic(void **state)
 	assert_null(u64map_find(&m, 42));
 }
 
+/* A reserved map takes that many keys without growing; its keys survive. */
+static void test_u64map_reserve(void **state)
+{
+	struct u64map m = { 0 };
+	size_t i, cap;
+	int isnew;
+
+	(void)state;
+	assert_int_equal(u64map_reserve(&m, 1000), 0);
+	cap = m.cap;
+	assert_true(cap >= 1000 * 4 / 3 + 1);
+	assert_true(cap <= 4 * 1000);		/* not wildly over */
+	for (i = 0; i < 1000; i++) {
+		uint64_t *v = u64map_get(&m, i * 7919 + 1, &isnew);
+
+		assert_non_null(v);
+		assert_int_equal(isnew, 1);
+		*v = i;
+	}
+	assert_int_equal(m.cap, cap);
+	/* Growing a filled map by reserve keeps every value. */
+	assert_int_equal(u64map_reserve(&m, 5000), 0);
+	assert_true(m.cap > cap);
+	assert_int_equal(u64map_reserve(&m, 10), 0);	/* never shrinks */
+	for (i = 0; i < 1000; i++) {
+		uint64_t *v = u64map_find(&m, i * 7919 + 1);
+
+		assert_non_null(v);
+		assert_true(*v == i);
+	}
+	assert_int_equal(m.n, 1000);
+	u64map_free(&m);
+}
+
 /* Many keys across several growths, sequential and random and with
  * patterns that collide in the low bits. */
 static void test_u64map_many(void **state)
@@ -385,6 +419,7 @@ int main(void)
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_u64map_basic),
 		cmocka_unit_test(test_u64map_many),
+		cmocka_unit_test(test_u64map_reserve),
 		cmocka_unit_test(test_dir_clear),
 	};
 
