@@ -2,7 +2,8 @@
 /*
  * The threaded pool (after squashfs-tools-ng's parallelism notes): a FIFO
  * work queue, workers that mark jobs done, and in-order dequeue by
- * sequence number.  The only pthread code of the writer.
+ * sequence number.  With sqw/out_queue.c (the image's writes), the only
+ * pthread code of the writer.
  *
  * Lock: pool->lock protects work_head/work_tail, shutdown and every job's
  * done flag.  Job payloads belong to the worker between dequeue from the

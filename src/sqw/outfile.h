@@ -15,6 +15,7 @@ struct outfile {
 	uint64_t started;	/* write-back started up to here */
 	uint8_t *buf;
 	size_t fill, cap;
+	struct out_queue *q;	/* direct mode, once a direct write worked */
 };
 
 int outfile_init(struct outfile *o, int fd, uint64_t start);

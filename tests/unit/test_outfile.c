@@ -113,6 +113,8 @@ static void run(int on_disk, int direct, uint64_t seed)
 			memset(model, 0, start);	/* flushed zeros or a hole */
 		}
 	}
+	if (o.direct && len > (16u << 20))
+		assert_non_null(o.q);	/* writes overlap once direct writes work */
 	assert_int_equal(outfile_flush(&o), 0);
 	assert_false(fcntl(fd, F_GETFL) & O_DIRECT);
 	assert_int_equal(pwrite_all(fd, "SUPER", 5, 0), 0);	/* as finish() does */
@@ -145,6 +147,47 @@ static void test_memfd(void **state)
 	run(0, 0, 0x2545F4914F6CDD1Dull);
 }
 
+/*
+ * A write that fails in a writer thread fails the appends after it and the
+ * flush: the image is never reported complete.
+ */
+static void test_queued_write_error(void **state)
+{
+	struct outfile o;
+	uint8_t *chunk = calloc(1, 1u << 16);
+	char self[64];
+	long magic;
+	int fd = open_file(1, &magic), ro, ret = 0, i;
+
+	(void)state;
+	assert_non_null(chunk);
+	if (magic != EXT4_MAGIC && magic != XFS_MAGIC) {
+		close(fd);
+		free(chunk);
+		skip();	/* no O_DIRECT here: the queue is never used */
+	}
+	/* Whole buffers only: the flush has no tail of its own to write. */
+	assert_int_equal(outfile_init(&o, fd, 0), 0);
+	for (i = 0; i < 128; i++)		/* 8 MiB */
+		assert_int_equal(outfile_append(&o, chunk, 1u << 16), 0);
+	assert_non_null(o.q);
+	/* The same file, read-only, behind the same descriptor number. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	ro = open(self, O_RDONLY);
+	assert_true(ro >= 0);
+	assert_true(dup2(ro, fd) == fd);
+	close(ro);
+	for (i = 0; i < 256 && !ret; i++)	/* up to 16 MiB more */
+		ret = outfile_append(&o, chunk, 1u << 16);
+	if (!ret)
+		ret = outfile_flush(&o);
+	assert_int_equal(ret, -EBADF);
+	assert_int_equal(outfile_flush(&o), -EBADF);
+	outfile_cleanup(&o);
+	close(fd);
+	free(chunk);
+}
+
 /* A read-back past what was appended fails like a short read. */
 static void test_read_past_end(void **state)
 {
@@ -168,6 +211,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_direct_disk),
 		cmocka_unit_test(test_buffered_disk),
+		cmocka_unit_test(test_queued_write_error),
 		cmocka_unit_test(test_memfd),
 		cmocka_unit_test(test_read_past_end),
 	};
