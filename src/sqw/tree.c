@@ -182,51 +182,38 @@ static void first_refind(sqw_tree_t *t, sqw_node_t *n)
 	}
 }
 
-static void subtree_free(sqw_tree_t *t, sqw_node_t *n)
+/*
+ * Free the subtree of n, n included.  destroying: the whole tree goes, so
+ * only what the nodes own is freed (their bytes go with the arena) and no
+ * surviving name needs finding.
+ */
+static void subtree_free(sqw_tree_t *t, sqw_node_t *n, int destroying)
 {
+	void (*drop)(sqw_tree_t *, sqw_node_t *) = destroying ? node_release : node_free;
 	size_t i;
 
 	for (i = 0; i < n->nents; i++) {
 		sqw_node_t *c = n->ents[i]->node;
 
 		if (node_is_dir(c))
-			subtree_free(t, c);
+			subtree_free(t, c, destroying);
 		else if (--c->nlink == 0)
-			node_free(t, c);
-		else if (c->first == n->ents[i])
+			drop(t, c);
+		else if (!destroying && c->first == n->ents[i])
 			first_refind(t, c);
 	}
-	node_free(t, n);
-}
-
-/* Only what the nodes own: their own bytes go with the arena. */
-static void subtree_release(sqw_tree_t *t, sqw_node_t *n)
-{
-	size_t i;
-
-	for (i = 0; i < n->nents; i++) {
-		sqw_node_t *c = n->ents[i]->node;
-
-		if (node_is_dir(c))
-			subtree_release(t, c);
-		else if (--c->nlink == 0)
-			node_release(t, c);
-	}
-	node_release(t, n);
+	drop(t, n);
 }
 
 void sqw_tree_destroy(sqw_tree_t *t)
 {
 	if (!t)
 		return;
-	/*
-	 * Everything goes: no node needs another name found, and the name
-	 * table would point at entries subtree_free() already freed.
-	 */
+	/* Everything goes: nodes and names with the arena, after what they own. */
 	free(t->slots);
 	t->slots = NULL;
 	t->nslots = 0;
-	subtree_release(t, t->root);
+	subtree_free(t, t->root, 1);
 	arena_free(&t->mem);
 	free(t);
 }
@@ -407,7 +394,7 @@ int sqw_tree_remove(sqw_tree_t *t, sqw_node_t *dir, const char *name,
 	if (node_is_dir(n)) {
 		dir->nsubdirs--;
 		subtree_unhash(t, n);
-		subtree_free(t, n);
+		subtree_free(t, n, 0);
 	} else if (--n->nlink == 0) {
 		node_free(t, n);
 	} else if (n->first == d) {
