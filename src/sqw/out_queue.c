@@ -21,7 +21,7 @@ struct out_queue {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* a write queued, finished, or stop */
 	int fd;
-	unsigned nbuf, nthreads, started;
+	unsigned nbuf, started;
 	uint8_t **bufs;			/* all of them, for the free */
 	uint8_t **idle;			/* free buffers */
 	unsigned nidle;

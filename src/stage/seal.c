@@ -250,6 +250,7 @@ static char *summary(struct stage *s, const struct sqw_stats *st, double start)
 static int tree_build(struct seal_ctx *c)
 {
 	struct sqw_attr a;
+	int ret;
 
 	/* The stage keeps names unique: no second name table (about 24 B an entry). */
 	c->tree = sqw_tree_create_unindexed();
@@ -257,10 +258,10 @@ static int tree_build(struct seal_ctx *c)
 		return fail(c, "out of memory");
 	attr_of(c->s->root, &a);
 	sqw_node_set_attr(sqw_tree_root(c->tree), &a);
-	if (add_xattrs(c, c->s->root, sqw_tree_root(c->tree)) ||
-	    build_dir(c, c->s->root, sqw_tree_root(c->tree)))
-		return -1;
-	return 0;
+	ret = add_xattrs(c, c->s->root, sqw_tree_root(c->tree)) ||
+	      build_dir(c, c->s->root, sqw_tree_root(c->tree)) ? -1 : 0;
+	u64map_free(&c->linked);	/* only the copy needs it */
+	return ret;
 }
 
 sqw_tree_t *stage_tree_rehearsal(struct stage *s)
@@ -273,7 +274,6 @@ sqw_tree_t *stage_tree_rehearsal(struct stage *s)
 	}
 	free(c.msg);
 	free(c.path);
-	u64map_free(&c.linked);
 	return c.tree;
 }
 
@@ -298,7 +298,6 @@ int stage_seal(struct stage *s, char **out)
 	wait_writers(s);
 	if (tree_build(&c))
 		goto fail;
-	u64map_free(&c.linked);
 	ret = cli_publish_open(&pub, s->image);
 	if (ret) {
 		fail(&c, "%s: cannot create the image: %s", s->image,
@@ -325,7 +324,6 @@ int stage_seal(struct stage *s, char **out)
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
 	free(c.path);
-	u64map_free(&c.linked);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
 	*out = summary(s, &st, start);
@@ -336,7 +334,6 @@ fail:
 	cli_publish_abort(&pub);
 	sqw_tree_destroy(c.tree);
 	free(c.path);
-	u64map_free(&c.linked);
 	stage_bg_resume(s);
 	*out = c.msg ? c.msg : strdup("out of memory");
 	return -1;

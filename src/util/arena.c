@@ -28,12 +28,6 @@ void *arena_alloc(struct arena *a, size_t size)
 		c = malloc(sizeof(*c) + cap);
 		if (!c)
 			return NULL;
-		if (a->head && need > CHUNK_BYTES - sizeof(*c)) {
-			/* keep filling the current head chunk afterwards */
-			c->next = a->head->next;
-			a->head->next = c;
-			return c->data;
-		}
 		c->next = a->head;
 		a->head = c;
 		a->used = 0;

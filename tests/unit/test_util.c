@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "util/arena.h"
 #include "util/u64map.h"
 #include "util/util.h"
 
@@ -272,6 +273,49 @@ static void test_u64map_basic(void **state)
 	assert_null(u64map_find(&m, 42));
 }
 
+/*
+ * Arena: 8-aligned, non-overlapping objects across many chunks, one larger
+ * than a chunk among them; after arena_free it starts again empty.
+ */
+static void test_arena(void **state)
+{
+	enum { N = 20000 };
+	struct arena a = { 0 };
+	uint8_t **p = calloc(N, sizeof(*p)), *big = NULL;
+	size_t i, j;
+	int round;
+
+	(void)state;
+	assert_non_null(p);
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < N; i++) {
+			size_t len = 1 + i % 300;
+
+			p[i] = arena_alloc(&a, len);
+			assert_non_null(p[i]);
+			assert_int_equal((uintptr_t)p[i] % 8, 0);
+			memset(p[i], (int)(i & 0xff), len);
+			if (i == N / 2) {
+				big = arena_alloc(&a, 1u << 20);	/* 4 chunks' worth */
+				assert_non_null(big);
+				memset(big, 0xee, 1u << 20);
+			}
+		}
+		/* Nothing written later overwrote an earlier object. */
+		for (i = 0; i < N; i++)
+			for (j = 0; j < 1 + i % 300; j++)
+				if (p[i][j] != (uint8_t)(i & 0xff))
+					fail_msg("object %zu byte %zu overwritten", i, j);
+		assert_non_null(big);
+		for (j = 0; j < (1u << 20); j += 4093)
+			assert_int_equal(big[j], 0xee);
+		assert_null(arena_alloc(&a, SIZE_MAX - 3));	/* overflow */
+		arena_free(&a);
+		assert_null(a.head);
+	}
+	free(p);
+}
+
 /* A reserved map takes that many keys without growing; its keys survive. */
 static void test_u64map_reserve(void **state)
 {
@@ -420,6 +464,7 @@ int main(void)
 		cmocka_unit_test(test_u64map_basic),
 		cmocka_unit_test(test_u64map_many),
 		cmocka_unit_test(test_u64map_reserve),
+		cmocka_unit_test(test_arena),
 		cmocka_unit_test(test_dir_clear),
 	};
 
