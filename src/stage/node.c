@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/limits.h>	/* XATTR_SIZE_MAX */
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -504,12 +505,19 @@ int xattr_name_ok(const char *name)
 	       !strncmp(name, "security.", 9);
 }
 
+static uint32_t xhash(const char *name)
+{
+	return (uint32_t)hash_name(name, strlen(name), UINT32_MAX);
+}
+
+/* Files can hold thousands of xattrs (stress-ng fills them): compare hashes. */
 static struct sxattr *xfind(const struct snode *n, const char *name)
 {
+	uint32_t h = xhash(name);
 	size_t i;
 
 	for (i = 0; i < n->nxattrs; i++)
-		if (!strcmp(n->xattrs[i].name, name))
+		if (n->xattrs[i].hash == h && !strcmp(n->xattrs[i].name, name))
 			return &n->xattrs[i];
 	return NULL;
 }
@@ -537,6 +545,8 @@ int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int
 		return -EEXIST;
 	if (!x && (flags & XATTR_REPLACE))
 		return -ENODATA;
+	if (size > XATTR_SIZE_MAX)
+		return -E2BIG;
 	copy = malloc(size ? size : 1);
 	if (!copy)
 		return -ENOMEM;
@@ -544,7 +554,7 @@ int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int
 	if (x) {
 		free(x->value);
 		x->value = copy;
-		x->size = size;
+		x->size = (uint32_t)size;
 		return 0;
 	}
 	/*
@@ -569,7 +579,8 @@ int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int
 		return -ENOMEM;
 	}
 	x->value = copy;
-	x->size = size;
+	x->size = (uint32_t)size;
+	x->hash = xhash(name);
 	n->nxattrs++;
 	return 0;
 }

@@ -33,11 +33,6 @@ struct dsnap {
 	mode_t mode;
 };
 
-struct dhandle {
-	struct dsnap *ents;
-	size_t n;
-};
-
 void stage_log(const struct stage *s, int prio, const char *fmt, ...)
 {
 	va_list ap;
@@ -986,64 +981,98 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_lseek(req, r);
 }
 
+/*
+ * A directory handle's listing is taken at the first readdir, and again on
+ * each rewind (offset 0), not at opendir: programs open directories for the
+ * *at() calls far more often than they list them (stress-ng, find, tar), and
+ * a copy per open made each of those O(entries).
+ */
+struct dhandle {
+	fuse_ino_t ino;
+	struct dsnap *ents;
+	char *names;
+	size_t n;
+};
+
+static void dh_clear(struct dhandle *h)
+{
+	free(h->ents);
+	free(h->names);
+	h->ents = NULL;
+	h->names = NULL;
+	h->n = 0;
+}
+
+static void dh_add(struct dhandle *h, size_t *pos, const char *name, size_t len,
+		   fuse_ino_t ino, mode_t mode)
+{
+	struct dsnap *e = &h->ents[h->n++];
+
+	e->name = memcpy(h->names + *pos, name, len + 1);
+	e->ino = ino;
+	e->mode = mode;
+	*pos += len + 1;
+}
+
+/* Takes the listing of h's directory; the caller holds the lock. */
+static int dh_fill(struct stage *s, struct dhandle *h)
+{
+	struct snode *n = stage_get(s, h->ino);
+	size_t i, bytes = sizeof(".") + sizeof(".."), pos = 0;
+	struct sdirent *d;
+
+	dh_clear(h);
+	if (!n)
+		return -ENOENT;
+	if (!S_ISDIR(n->mode))
+		return -ENOTDIR;
+	for (i = 0; i < n->nslots; i++)
+		for (d = n->tab[i]; d; d = d->next)
+			bytes += d->len + 1;
+	h->ents = malloc((n->nents + 2) * sizeof(*h->ents));
+	h->names = malloc(bytes);
+	if (!h->ents || !h->names) {
+		dh_clear(h);
+		return -ENOMEM;
+	}
+	dh_add(h, &pos, ".", 1, n->ino, n->mode);
+	dh_add(h, &pos, "..", 2, n->parent ? n->parent->ino : n->ino, S_IFDIR);
+	for (i = 0; i < n->nslots; i++)
+		for (d = n->tab[i]; d; d = d->next)
+			dh_add(h, &pos, d->name, d->len, d->node->ino, d->node->mode);
+	return 0;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stage *s = S(req);
-	struct dhandle *h = NULL;
+	struct dhandle *h;
 	struct snode *n;
-	size_t i, k = 0;
 	int err = 0;
 
 	lock(s);
 	n = stage_get(s, ino);
-	if (!n) {
+	if (!n)
 		err = ENOENT;
-		goto out;
-	}
-	if (!S_ISDIR(n->mode)) {
+	else if (!S_ISDIR(n->mode))
 		err = ENOTDIR;
-		goto out;
-	}
-	h = calloc(1, sizeof(*h));
-	if (h)
-		h->ents = calloc(n->nents + 2, sizeof(*h->ents));
-	if (!h || !h->ents) {
-		err = ENOMEM;
-		goto out;
-	}
-	h->ents[k].name = strdup(".");
-	h->ents[k].ino = n->ino;
-	h->ents[k++].mode = n->mode;
-	h->ents[k].name = strdup("..");
-	h->ents[k].ino = n->parent ? n->parent->ino : n->ino;
-	h->ents[k++].mode = S_IFDIR;
-	for (i = 0; i < n->nslots; i++) {
-		struct sdirent *d;
-
-		for (d = n->tab[i]; d; d = d->next) {
-			h->ents[k].name = strdup(d->name);
-			h->ents[k].ino = d->node->ino;
-			h->ents[k++].mode = d->node->mode;
-		}
-	}
-	h->n = k;
-	for (i = 0; i < k; i++)
-		if (!h->ents[i].name)
-			err = ENOMEM;
-out:
 	unlock(s);
+	h = err ? NULL : calloc(1, sizeof(*h));
+	if (!err && !h)
+		err = ENOMEM;
 	if (err) {
-		if (h) {
-			for (i = 0; h->ents && i < h->n; i++)
-				free(h->ents[i].name);
-			free(h->ents);
-			free(h);
-		}
 		fuse_reply_err(req, err);
 		return;
 	}
+	h->ino = ino;
 	fi->fh = (uint64_t)(uintptr_t)h;
-	fi->cache_readdir = 0;
+	/*
+	 * Listings stay in the kernel's page cache between opens: every change
+	 * to a directory's entries comes through the kernel, which drops the
+	 * cached listing itself (walks of a tree list it over and over).
+	 */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
 }
 
@@ -1051,10 +1080,22 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct dhandle *h = (struct dhandle *)(uintptr_t)fi->fh;
-	char *buf = malloc(size ? size : 1);
+	struct stage *s = S(req);
 	size_t pos = 0, i;
+	char *buf;
+	int err = 0;
 
 	(void)ino;
+	if (off <= 0 || !h->ents) {
+		lock(s);
+		err = dh_fill(s, h);
+		unlock(s);
+		if (err) {
+			fuse_reply_err(req, -err);
+			return;
+		}
+	}
+	buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -1075,12 +1116,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dhandle *h = (struct dhandle *)(uintptr_t)fi->fh;
-	size_t i;
 
 	(void)ino;
-	for (i = 0; i < h->n; i++)
-		free(h->ents[i].name);
-	free(h->ents);
+	dh_clear(h);
 	free(h);
 	fuse_reply_err(req, 0);
 }

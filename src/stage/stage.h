@@ -56,7 +56,8 @@ struct sdirent {
 struct sxattr {
 	char *name;
 	void *value;
-	size_t size;
+	uint32_t size;		/* at most XATTR_SIZE_MAX */
+	uint32_t hash;		/* of the name: a lookup compares few names */
 };
 
 /*

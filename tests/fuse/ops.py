@@ -112,6 +112,15 @@ for i in range(300):
 check(len(os.listdir("d")) == 301, "listdir of 301 entries")
 for i in range(300):
     os.unlink(f"d/many{i:03d}")
+# rewinddir(3) shows the directory as it is now (POSIX), here through one open
+# handle: os.listdir(fd) rewinds the shared offset when it is done.
+dfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY)
+check(sorted(os.listdir(dfd)) == ["sub"], "listdir through a directory fd")
+write("d/late", b"")
+check(sorted(os.listdir(dfd)) == ["late", "sub"], "an entry made after the first listing, after a rewind")
+os.unlink("d/late")
+check(sorted(os.listdir(dfd)) == ["sub"], "an entry removed, after a rewind")
+os.close(dfd)
 long = "n" * 255
 write(long, b"long")
 check(read(long) == b"long", "255-byte name")

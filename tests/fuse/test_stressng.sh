@@ -75,7 +75,7 @@ STRESSORS=(
 # run LABEL ARGS...: stress-ng ARGS in the mount; judge its exit status and
 # its report (and, except all at once, that each stressor did something).
 run() {
-	local label=$1 rc=0 out
+	local label=$1 rc=0 out t1=$SECONDS
 	shift
 	out=$(timeout $((SLOW * 2 + 60)) stress-ng "$@" --temp-path "$M/sng" --verify \
 		--metrics-brief 2>&1) || rc=$?
@@ -93,7 +93,7 @@ run() {
 		if [[ $label != "all at once" ]] && [[ -z $ops || " $ops " == *=0\ * ]]; then
 			fail "stress-ng $label: no progress (bogo ops: ${ops:-none})"
 		else
-			ok "stress-ng $label: bogo ops $ops"
+			ok "stress-ng $label: bogo ops $ops ($((SECONDS - t1)) s)"
 		fi
 	fi
 	if ! kill -0 "$DPID" 2>/dev/null || ! mountpoint -q "$M"; then
