@@ -102,6 +102,10 @@ judge() {
 	fi
 	chmod -R u+rwx -- "$x" 2>/dev/null || true
 	rm -rf -- "$x"
+	# SQFS_TEST_QUICK (tools/test.sh's sanitizer modes): what is checked
+	# there is our code running clean while it packs; every reader judges
+	# the images in the normal mode.
+	[[ ${SQFS_TEST_QUICK-} != 1 ]] || return 0
 	ref=$(ref_image "$codec" "$bs")
 	check_sqfsdiff "$label" "$img" "$ref"
 	# squashfuse: no lzma support at all (it says so for mksquashfs's image too)
@@ -208,10 +212,10 @@ grep -qx 'Hard link count: 3' < <(stat_of "$D0" /xattr/third_name) ||
 # The whole content once, holes included, through the kernel (compare_tree
 # otherwise samples the holes of the two huge sparse files).
 section "zstd default, full read of every file through the kernel"
-mount_image "$D0" "$S/mnt" && {
+if [[ ${SQFS_TEST_QUICK-} != 1 ]] && mount_image "$D0" "$S/mnt"; then
 	CMP_FULL=1 compare_tree "$SRC" "$S/mnt" || fail "[default, full read] kernel mount differs"
 	umount_quiet "$S/mnt"
-}
+fi
 
 if variant --no-fragments --no-fragments; then
 	compare_tree "$SRC" "$S/mnt" || fail "[--no-fragments] differs from the source"

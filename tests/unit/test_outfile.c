@@ -91,8 +91,11 @@ static void run(int on_disk, int direct, uint64_t seed)
 			n = rnd() % 8 == 0 ? rnd() % (5u << 20) : rnd() % 9000;
 			if (len + n > MODEL_MAX)
 				break;
-			for (j = 0; j < (int)n; j++)
-				chunk[j] = (uint8_t)rnd();
+			for (j = 0; j < (int)n; j += 4) {	/* n <= 5 MiB - 1 */
+				uint32_t v = rnd();
+
+				memcpy(chunk + j, &v, 4);
+			}
 			assert_int_equal(outfile_append(&o, chunk, n), 0);
 			memcpy(model + len, chunk, n);
 			len += n;
