@@ -511,15 +511,19 @@ static uint32_t xhash(const char *name)
 }
 
 /* Files can hold thousands of xattrs (stress-ng fills them): compare hashes. */
-static struct sxattr *xfind(const struct snode *n, const char *name)
+static struct sxattr *xfind_h(const struct snode *n, const char *name, uint32_t h)
 {
-	uint32_t h = xhash(name);
 	size_t i;
 
 	for (i = 0; i < n->nxattrs; i++)
 		if (n->xattrs[i].hash == h && !strcmp(n->xattrs[i].name, name))
 			return &n->xattrs[i];
 	return NULL;
+}
+
+static struct sxattr *xfind(const struct snode *n, const char *name)
+{
+	return xfind_h(n, name, xhash(name));
 }
 
 const struct sxattr *xattr_get(const struct snode *n, const char *name)
@@ -538,7 +542,8 @@ static size_t xattr_list_size(const struct snode *n)
 
 int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int flags)
 {
-	struct sxattr *x = xfind(n, name), *arr;
+	uint32_t h = xhash(name);
+	struct sxattr *x = xfind_h(n, name, h), *arr;
 	void *copy;
 
 	if (x && (flags & XATTR_CREATE))
@@ -580,7 +585,7 @@ int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int
 	}
 	x->value = copy;
 	x->size = (uint32_t)size;
-	x->hash = xhash(name);
+	x->hash = h;
 	n->nxattrs++;
 	return 0;
 }

@@ -27,12 +27,6 @@ struct fhandle {
 	struct snode *n;
 };
 
-struct dsnap {
-	char *name;
-	fuse_ino_t ino;
-	mode_t mode;
-};
-
 void stage_log(const struct stage *s, int prio, const char *fmt, ...)
 {
 	va_list ap;
@@ -983,10 +977,16 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 /*
  * A directory handle's listing is taken at the first readdir, and again on
- * each rewind (offset 0), not at opendir: programs open directories for the
- * *at() calls far more often than they list them (stress-ng, find, tar), and
- * a copy per open made each of those O(entries).
+ * each rewind (offset 0), not at opendir: programs often open a directory
+ * only for the *at() calls below it (stress-ng's link stressors once per
+ * link), and a copy per open made each of those O(entries).
  */
+struct dsnap {
+	char *name;
+	fuse_ino_t ino;
+	mode_t mode;
+};
+
 struct dhandle {
 	fuse_ino_t ino;
 	struct dsnap *ents;
