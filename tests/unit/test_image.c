@@ -483,6 +483,8 @@ struct img {
 	uint32_t nxids;
 	struct rent *ents;
 	size_t nents, ents_cap;
+	struct rent **byname;	/* ents sorted by path, for img_find */
+	size_t nbyname;
 	uint8_t *seen_ino;
 	uint64_t data_end;	/* end of the data area = inode_start */
 };
@@ -922,6 +924,7 @@ static void img_free(struct img *im)
 	free(im->exports);
 	free(im->xids);
 	free(im->ents);
+	free(im->byname);
 	free(im->seen_ino);
 	sqw_compressor_destroy(im->dec);
 	memset(im, 0, sizeof(*im));
@@ -1037,17 +1040,46 @@ static void img_open(struct img *im, const uint8_t *d, size_t size)
 }
 
 /* By path, with or without the leading '/'. */
-static const struct rent *img_find(const struct img *im, const char *path)
+/* Entry paths with the leading '/' the walk gives them left off. */
+static const char *rent_path(const struct rent *e)
 {
-	size_t i;
+	return e->path[0] == '/' ? e->path + 1 : e->path;
+}
 
-	for (i = 0; i < im->nents; i++) {
-		const char *p = im->ents[i].path;
+static int rent_cmp(const void *a, const void *b)
+{
+	return strcmp(rent_path(*(struct rent *const *)a), rent_path(*(struct rent *const *)b));
+}
 
-		if (path[0] != '/' && p[0] == '/')
-			p++;
-		if (!strcmp(p, path))
-			return &im->ents[i];
+/* By binary search: the checks look up every entry of trees of thousands,
+ * which a linear scan made quadratic (20 s of test_large_dir under
+ * valgrind). */
+static const struct rent *img_find(struct img *im, const char *path)
+{
+	size_t lo = 0, hi, i;
+
+	if (im->nbyname != im->nents) {
+		free(im->byname);
+		im->byname = malloc(im->nents * sizeof(*im->byname) + 1);
+		assert_non_null(im->byname);
+		for (i = 0; i < im->nents; i++)
+			im->byname[i] = &im->ents[i];
+		qsort(im->byname, im->nents, sizeof(*im->byname), rent_cmp);
+		im->nbyname = im->nents;
+	}
+	if (path[0] == '/')
+		path++;
+	hi = im->nents;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(rent_path(im->byname[mid]), path);
+
+		if (!c)
+			return im->byname[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
 	return NULL;
 }
@@ -1178,10 +1210,52 @@ struct expect {
 };
 
 /* Compare the image with the specs it was built from. */
+static const struct spec *spec_sorted_base;
+
+static int spec_idx_cmp(const void *a, const void *b)
+{
+	return strcmp(spec_sorted_base[*(const size_t *)a].path,
+		      spec_sorted_base[*(const size_t *)b].path);
+}
+
+/* Index of the spec whose path is path, by binary search over sorted. */
+static size_t spec_index(const struct spec *specs, const size_t *sorted, size_t n,
+			const char *path)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(specs[sorted[mid]].path, path);
+
+		if (!c)
+			return sorted[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return n;
+}
+
 static void check_specs(struct img *im, const struct spec *specs, size_t n,
 			const struct expect *x)
 {
 	size_t i, nentries = 1;
+	size_t *sorted = malloc(n * sizeof(*sorted) + 1);
+	uint32_t *links = calloc(n + 1, sizeof(*links));
+
+	/* Hard links counted up front: per spec, a scan of all the others
+	 * made big trees quadratic. */
+	assert_non_null(sorted);
+	assert_non_null(links);
+	for (i = 0; i < n; i++)
+		sorted[i] = i;
+	spec_sorted_base = specs;
+	qsort(sorted, n, sizeof(*sorted), spec_idx_cmp);
+	for (i = 0; i < n; i++)
+		if (specs[i].link)
+			links[spec_index(specs, sorted, n, specs[i].link)]++;
 
 	for (i = 0; i < n; i++) {
 		const struct spec *s = &specs[i];
@@ -1198,16 +1272,14 @@ static void check_specs(struct img *im, const struct spec *specs, size_t n,
 		if (s->link) {
 			const struct rent *lt = img_find(im, s->link);
 
-			for (j = 0; j < n; j++)
-				if (!strcmp(specs[j].path, s->link))
-					o = &specs[j];
+			j = spec_index(specs, sorted, n, s->link);
+			if (j < n)
+				o = &specs[j];
 			assert_non_null(lt);
 			if (lt->ino.ref != r->ref || lt->ino.ino != r->ino)
 				fail_msg("%s is not the same inode as %s", s->path, s->link);
 		}
-		for (j = 0; j < n; j++)
-			if (specs[j].link && !strcmp(specs[j].link, o->path))
-				want_nlink++;
+		want_nlink += links[o - specs];
 		if (!S_ISDIR(o->mode) && r->nlink != want_nlink)
 			fail_msg("%s: nlink %u, want %u", s->path, r->nlink, want_nlink);
 		if ((uint32_t)((o->mode & S_IFMT) >> 12) == 0)
@@ -1293,6 +1365,8 @@ static void check_specs(struct img *im, const struct spec *specs, size_t n,
 				fail_msg("%s: xattrs \"%s\", want \"%s\"", s->path, got, want);
 		}
 	}
+	free(sorted);
+	free(links);
 	if (im->nents != nentries)
 		fail_msg("image has %zu entries, the specs %zu (+ root)", im->nents, nentries - 1);
 }
@@ -1857,7 +1931,7 @@ static void test_fragments(void **state)
 		s[i].mode = S_IFREG | 0644;
 		s[i].mf = mf_gen(i * 1000 + 1 + (i == 39 ? 2 * BS : 0), 100 + i, 0);
 	}
-	opts_init(&o, "zstd", BS);
+	opts_init(&o, "zstd:1", BS);
 	t = build(s, 40, 0);
 	write_image(t, &ops_holes, &o, &a);
 	check_out(&a, s, 40, &o);
@@ -1969,7 +2043,7 @@ static void test_fragment_locality(void **state)
 		s[i].mode = S_IFREG | 0644;
 		s[i].mf = mf_gen(5000 + (i * 7919) % 7000, 300 + i, 0);
 	}
-	opts_init(&o, "zstd", BS);
+	opts_init(&o, "zstd:1", BS);
 	r = o;
 	r.flags |= SQW_OPT_REHEARSE;
 	ta = build(s, N - 1, 0);
@@ -2111,7 +2185,7 @@ static void test_fragment_digests(void **state)
 	memcpy(s2, s, sizeof(s));
 	/* The same size, other bytes: only the block holding it changes. */
 	s2[PER_DIR + 7].mf = mf_gen(s[PER_DIR + 7].mf->size, 9999, 0);
-	opts_init(&o, "zstd", BS);
+	opts_init(&o, "zstd:1", BS);
 	r = o;
 	r.flags |= SQW_OPT_REHEARSE;
 	ta = build(s, N, 0);
@@ -2196,7 +2270,7 @@ static void test_fragment_digest_dedup(void **state)
 	size_t i;
 
 	(void)state;
-	opts_init(&o, "zstd", BS);
+	opts_init(&o, "zstd:1", BS);
 	r = o;
 	r.flags |= SQW_OPT_REHEARSE;
 	t = build(s, 2, 0);
