@@ -12,7 +12,7 @@
 #   - the seal takes stored blocks, and the daemon exits 0;
 #   - the kernel's view of the image: each file equals its final model;
 #   - the image is byte-identical to sqfs-pack of the models.
-# Environment: FSX_OPS (default 100000 per file), FSX_FILES (2), FSX_SEED
+# Environment: FSX_OPS (default 40000 per file), FSX_FILES (2), FSX_SEED
 # (first seed, default 1; "random" picks one and prints it), FSX_MAXLEN
 # (largest file, default 2M; the second file gets half of it, and so on),
 # FSX_TIMEOUT (seconds for the whole run, default 600), FSX_BS (the mount's
@@ -25,7 +25,7 @@ start_test "$@"
 FSX=$(realpath -- "${4:?usage: $0 SQFS_STAGE SQFS_SEAL SQFS_PACK FSX}")
 need_loop
 need_cmd getfattr sha256sum cmp timeout
-OPS=${FSX_OPS:-100000}
+OPS=${FSX_OPS:-40000}
 FILES=${FSX_FILES:-2}
 SEED=${FSX_SEED:-1}
 [[ $SEED == random ]] && SEED=$((RANDOM * 32768 + RANDOM))

@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_load.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
 #
-# Sixteen writers at once for LOAD_SECONDS (default 40) on one mount:
+# Sixteen writers at once for LOAD_SECONDS (default 20) on one mount:
 #   6 tar extractions and 5 cp -a of a generated source tree (load.py
 #     mktree), each writer over and over: its first copy stays, later
 #     rounds alternate between two slots, removing the old slot first;
@@ -23,7 +23,7 @@
 #   - the kernel's view of the image equals a reference tree made on disk
 #     from the same rounds (tree_cmp), and the image is byte-identical to
 #     sqfs-pack of the reference.
-# Environment: LOAD_SECONDS (40), LOAD_TIMEOUT (extra seconds a writer may
+# Environment: LOAD_SECONDS (20), LOAD_TIMEOUT (extra seconds a writer may
 # take past LOAD_SECONDS, 240), LOAD_STAGED_CMP (set: compare the staged
 # view with the reference too, before the seal).
 set -euo pipefail
@@ -33,7 +33,7 @@ set -euo pipefail
 start_test "$@"
 need_loop
 need_cmd tar cp sha256sum timeout getfattr
-DUR=${LOAD_SECONDS:-40}
+DUR=${LOAD_SECONDS:-20}
 EXTRA=${LOAD_TIMEOUT:-240}
 MT=1700000000
 T0=1650000000

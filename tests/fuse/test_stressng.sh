@@ -18,7 +18,7 @@
 # Sizes are cut down from stress-ng's defaults (1 GB per hdd/fallocate
 # worker, a 256 MB file for mmap, whose setup alone writes it page by page
 # and takes minutes through FUSE).
-# Environment: STRESS_SECONDS (seconds per stressor, default 2),
+# Environment: STRESS_SECONDS (seconds per stressor, default 1),
 # STRESS_SLOW_SECONDS (the limit for the @slow ones below, 60),
 # STRESS_INSTANCES (2).
 set -euo pipefail
@@ -28,7 +28,7 @@ set -euo pipefail
 start_test "$@"
 need_loop
 need_cmd stress-ng timeout
-SECS=${STRESS_SECONDS:-2}
+SECS=${STRESS_SECONDS:-1}
 N=${STRESS_INSTANCES:-2}
 SLOW=${STRESS_SLOW_SECONDS:-60}
 MT=1700000000
