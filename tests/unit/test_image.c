@@ -1039,7 +1039,6 @@ static void img_open(struct img *im, const uint8_t *d, size_t size)
 	}
 }
 
-/* By path, with or without the leading '/'. */
 /* Entry paths with the leading '/' the walk gives them left off. */
 static const char *rent_path(const struct rent *e)
 {
@@ -1051,12 +1050,18 @@ static int rent_cmp(const void *a, const void *b)
 	return strcmp(rent_path(*(struct rent *const *)a), rent_path(*(struct rent *const *)b));
 }
 
-/* By binary search: the checks look up every entry of trees of thousands,
- * which a linear scan made quadratic (20 s of test_large_dir under
- * valgrind). */
+static int rent_key_cmp(const void *key, const void *e)
+{
+	return strcmp(key, rent_path(*(struct rent *const *)e));
+}
+
+/* By path, with or without the leading '/'; by binary search, since the
+ * checks look up every entry of trees of thousands (a linear scan cost
+ * test_large_dir 20 s under valgrind). */
 static const struct rent *img_find(struct img *im, const char *path)
 {
-	size_t lo = 0, hi, i;
+	struct rent **e;
+	size_t i;
 
 	if (im->nbyname != im->nents) {
 		free(im->byname);
@@ -1067,21 +1072,9 @@ static const struct rent *img_find(struct img *im, const char *path)
 		qsort(im->byname, im->nents, sizeof(*im->byname), rent_cmp);
 		im->nbyname = im->nents;
 	}
-	if (path[0] == '/')
-		path++;
-	hi = im->nents;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(rent_path(im->byname[mid]), path);
-
-		if (!c)
-			return im->byname[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	e = bsearch(path[0] == '/' ? path + 1 : path, im->byname, im->nents,
+		    sizeof(*im->byname), rent_key_cmp);
+	return e ? *e : NULL;
 }
 
 static uint32_t img_id(const struct img *im, uint16_t idx)
@@ -1209,7 +1202,8 @@ struct expect {
 	int64_t all_time, force_uid, force_gid;
 };
 
-/* Compare the image with the specs it was built from. */
+/* The specs that check_specs sorts by path (qsort and bsearch take no
+ * context argument). */
 static const struct spec *spec_sorted_base;
 
 static int spec_idx_cmp(const void *a, const void *b)
@@ -1218,26 +1212,24 @@ static int spec_idx_cmp(const void *a, const void *b)
 		      spec_sorted_base[*(const size_t *)b].path);
 }
 
-/* Index of the spec whose path is path, by binary search over sorted. */
-static size_t spec_index(const struct spec *specs, const size_t *sorted, size_t n,
-			const char *path)
+static int spec_key_cmp(const void *key, const void *e)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(specs[sorted[mid]].path, path);
-
-		if (!c)
-			return sorted[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return n;
+	return strcmp(key, spec_sorted_base[*(const size_t *)e].path);
 }
 
+/* Index of the spec whose path is path (n if none), by binary search over
+ * sorted, the indices of specs in path order. */
+static size_t spec_index(const struct spec *specs, const size_t *sorted, size_t n,
+			 const char *path)
+{
+	const size_t *e;
+
+	spec_sorted_base = specs;
+	e = bsearch(path, sorted, n, sizeof(*sorted), spec_key_cmp);
+	return e ? *e : n;
+}
+
+/* Compare the image with the specs it was built from. */
 static void check_specs(struct img *im, const struct spec *specs, size_t n,
 			const struct expect *x)
 {
