@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "pool/bp.h"
+#include "quick.h"
 #include "sqw/compressor.h"
 #include "util/util.h"
 
@@ -421,6 +422,9 @@ static void test_ordering(void **state)
 		for (q = 0; q < sizeof(queues) / sizeof(queues[0]); q++) {
 			/* Large queues with few workers add time, not coverage. */
 			if (jobs > 2 && jobs < 8 && (queues[q] == 3 || queues[q] == 16))
+				continue;
+			/* Quick runs: 1, 2, 3 and 8 workers. */
+			if (test_quick() && jobs > 3 && jobs < 8)
 				continue;
 			run(jobs, queues[q], proto, r, NBLOCKS);
 			compare(ref, r, jobs, queues[q]);

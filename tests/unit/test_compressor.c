@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "quick.h"
 #include "sqw/compressor.h"
 #if HAVE_XZ
 #include <lzma.h>
@@ -256,17 +257,6 @@ static void round_trip(const sqw_comp_config_t *cfg, const uint8_t *in,
 	free(dec);
 }
 
-/*
- * SQFS_TEST_QUICK=1 (valgrind and sanitizer runs, tools/test.sh): the same
- * calls on less data, since there the codecs' own work is most of the time.
- */
-static int quick(void)
-{
-	const char *q = getenv("SQFS_TEST_QUICK");
-
-	return q && !strcmp(q, "1");
-}
-
 /* Whether specs[i] is the first of its codec (quick runs keep only those). */
 static int first_of_codec(size_t i)
 {
@@ -280,20 +270,23 @@ static int first_of_codec(size_t i)
 
 static void test_round_trips(void **state)
 {
-	const uint32_t bs = quick() ? 64 * KiB : 128 * KiB;	/* specs ask dict=64K */
+	const uint32_t bs = test_quick() ? 64 * KiB : 128 * KiB;	/* specs ask dict=64K */
 	uint8_t *t8 = text_like(8 * KiB), *tbs = text_like(bs);
 	uint8_t *zero = calloc(1, bs), *noise = random_bytes(bs);
 	uint8_t *dec = malloc(bs);
 	sqw_comp_config_t cfg;
 	sqw_compressor_t *c;
+	int full;
 
 	(void)state;
 	for (size_t i = 0; i < NSPECS; i++) {
 		if (!get_cfg(specs[i], bs, &cfg))
 			continue;
-		round_trip(&cfg, t8, 8 * KiB, 1);	/* a metadata block */
-		round_trip(&cfg, tbs, bs, 1);
-		round_trip(&cfg, zero, bs, 1);
+		/* Quick runs check reuse and copies once per codec. */
+		full = !test_quick() || first_of_codec(i);
+		round_trip(&cfg, t8, 8 * KiB, full);	/* a metadata block */
+		round_trip(&cfg, tbs, bs, full);
+		round_trip(&cfg, zero, bs, full);
 		c = make(&cfg);
 		/* Incompressible, tiny and empty inputs are stored raw. */
 		CHECK_EQ(comp(c, noise, bs, bs, NULL), 0);
@@ -317,7 +310,7 @@ static void test_full_block(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < NSPECS; i++) {
-		if ((!quick() || first_of_codec(i)) && get_cfg(specs[i], MiB, &cfg))
+		if ((!test_quick() || first_of_codec(i)) && get_cfg(specs[i], MiB, &cfg))
 			round_trip(&cfg, t, MiB, 0);
 	}
 	free(t);

@@ -145,17 +145,25 @@ static size_t md_resolve(const struct md_stream *md, uint64_t ref)
 	return 0;
 }
 
-static sqw_compressor_t *make_comp(enum sqw_comp_id id)
+/* The codec's default level, or LEVEL if it is not 0. */
+static sqw_compressor_t *make_comp_level(enum sqw_comp_id id, int level)
 {
 	sqw_comp_config_t cfg;
 	sqw_compressor_t *c;
 	int err;
 
 	assert_int_equal(sqw_comp_config_init(&cfg, id, 131072), 0);
+	if (level)
+		cfg.level = level;
 	c = sqw_compressor_create(&cfg, &err);
 	if (!c)
 		fail_msg("cannot create compressor %d: %d", (int)id, err);
 	return c;
+}
+
+static sqw_compressor_t *make_comp(enum sqw_comp_id id)
+{
+	return make_comp_level(id, 0);
 }
 
 static void md_free(struct md_stream *md)
@@ -223,7 +231,9 @@ static void run_refs(enum sqw_comp_id id, int random_data)
 	enum { NITEMS = 800 };
 	struct meta_writer *mw = malloc(sizeof(*mw));
 	struct md_stream *md = malloc(sizeof(*md));
-	sqw_compressor_t *c = make_comp(id), *d = make_comp(id);
+	/* Level 1: what is checked is the block framing, not the codec (the
+	 * default zstd:15 made this the longest unit test under valgrind). */
+	sqw_compressor_t *c = make_comp_level(id, 1), *d = make_comp(id);
 	uint64_t *refs = malloc(NITEMS * sizeof(*refs));
 	size_t *offs = malloc(NITEMS * sizeof(*offs)), *lens = malloc(NITEMS * sizeof(*lens));
 	size_t cap = 12u << 20, total = 0, i;

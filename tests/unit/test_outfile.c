@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "quick.h"
 #include "sqw/outfile.h"
 #include "util/util.h"
 
@@ -63,14 +64,12 @@ static void check_file(int fd, const uint8_t *model, uint64_t len)
 	free(got);
 }
 
-/* Operations per run: SQFS_TEST_QUICK=1 (valgrind and sanitizer runs,
- * tools/test.sh) does fewer, still enough to pass 16 MiB and overlap direct
- * writes; each flush compares the whole file, the cost under valgrind. */
+/* Operations per run: quick runs do fewer, still enough to pass 16 MiB and
+ * overlap direct writes; each flush compares the whole file, the cost under
+ * valgrind. */
 static int run_ops(void)
 {
-	const char *q = getenv("SQFS_TEST_QUICK");
-
-	return q && !strcmp(q, "1") ? 150 : 400;
+	return test_quick() ? 150 : 400;
 }
 
 static void run(int on_disk, int direct, uint64_t seed)
