@@ -135,7 +135,7 @@ mode_normal() {
 # (every external reader of an image, a debootstrap next to the cp -a and
 # tar x of the same tree): CI stays within its time budget.
 export_short_load() {
-	export FSX_OPS=${FSX_OPS:-20000} LOAD_SECONDS=${LOAD_SECONDS:-15}
+	export FSX_OPS=${FSX_OPS:-20000} LOAD_SECONDS=${LOAD_SECONDS:-10}
 	export STRESS_SECONDS=${STRESS_SECONDS:-1} SQFS_TEST_QUICK=${SQFS_TEST_QUICK:-1}
 }
 
