@@ -257,7 +257,8 @@ static void round_trip(const sqw_comp_config_t *cfg, const uint8_t *in,
 	free(dec);
 }
 
-/* Whether specs[i] is the first of its codec (quick runs keep only those). */
+/* Whether specs[i] is the first of its codec: quick runs make a 1 MiB block
+ * and check reuse and copies only with those. */
 static int first_of_codec(size_t i)
 {
 	size_t len = strcspn(specs[i], ":,");
