@@ -20,10 +20,12 @@
 # every instrumented process logs to its own file in a fresh directory
 # (log_path=...), and that directory must be empty after the suites.
 #
-# Within a mode, meson runs two tests at a time, the long ones first.
+# Within a mode, meson runs TEST_JOBS tests at a time (3), the long ones
+# first: most FUSE tests spend their time waiting on round trips, so three
+# keep a two-core machine busier than two do.
 #
 # Environment: BUILD_DIR (normal build, default build-test; the others add
-# -asan, -tsan, -fuzz), TEST_MODES, FUZZ_SECONDS, FUZZ_CC, TSAN_FSX_OPS (fsx
+# -asan, -tsan, -fuzz), TEST_MODES, TEST_JOBS, FUZZ_SECONDS, FUZZ_CC, TSAN_FSX_OPS (fsx
 # operations per file in the tsan mode, 6000), TEST_FAIL_FAST=1 (stop at the
 # first failing mode), SQFS_TEST_QUICK (1 in the asan, tsan and valgrind
 # modes; 0 there runs the normal mode's full checks).  Each mode's time is
@@ -74,7 +76,7 @@ for s in "${meson_suites[@]}"; do suite_args+=(--suite "$s"); done
 tools/deps.sh
 
 build=${BUILD_DIR:-build-test}
-NPROC=2
+NPROC=${TEST_JOBS:-3}
 SANLOGS=
 
 # setup DIR [meson options]: configure once; meson reconfigures by itself.
