@@ -66,10 +66,10 @@ start_of() { stat_of "$1" "$2" | awk '/^Blocks start:/{print $3}'; }
 sparse_blocks() { stat_of "$1" "$2" | grep -c 'size: 0 ' || true; }
 
 # ref_image [BLOCK_SIZE]: REF, mksquashfs's image of the tree (made once per
-# block size), and squashfuse's xattr listing of it in $REF.xattrs.  lz4, whatever
-# the codec of the image it judges: sqfsdiff and squashfuse compare what the
-# images hold, not how it is compressed, and mksquashfs at the codecs'
-# default levels took a third of this test's time.
+# block size), and squashfuse's xattr listing of it in $REF.xattrs.  It is
+# lz4 whatever the codec of the image it judges: sqfsdiff and squashfuse
+# compare what the images hold, not how it is compressed, and mksquashfs at
+# the codecs' default levels took a third of this test's time.
 ref_image() {
 	local bs=${1:-128K}
 	REF=$S/ref-$bs.sqfs
