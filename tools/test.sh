@@ -26,10 +26,10 @@
 #
 # Environment: BUILD_DIR (normal build, default build-test; the others add
 # -asan, -tsan, -fuzz), TEST_MODES, TEST_JOBS, FUZZ_SECONDS, FUZZ_CC,
-# TSAN_FSX_OPS (fsx operations per file in the tsan mode, 6000), TEST_FAIL_FAST=1 (stop at the
-# first failing mode), SQFS_TEST_QUICK (1 in the asan, tsan and valgrind
-# modes; 0 there runs the normal mode's full checks).  Each mode's time is
-# printed at the end.
+# TSAN_FSX_OPS (fsx operations per file in the tsan mode, 6000),
+# TEST_FAIL_FAST=1 (stop at the first failing mode), SQFS_TEST_QUICK (1 in
+# the asan, tsan and valgrind modes; 0 there runs the normal mode's full
+# checks).  Each mode's time is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
