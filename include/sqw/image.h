@@ -137,16 +137,62 @@ uint64_t sqw_file_size_max(uint32_t block_size);
 uint64_t sqw_file_data_blocks(unsigned flags, uint32_t block_size, uint64_t size);
 
 /* What went wrong, for the front end's message. */
+#define SQW_ERROR_PATH 1024
 struct sqw_error {
 	int code;		/* negative errno */
 	const char *what;	/* static text: "reading", "too many ids", ... */
-	const sqw_node_t *node;	/* the node concerned, or NULL */
+	/*
+	 * The inode concerned, or NULL: a sqw_node_t from sqw_image_write(),
+	 * the source's sqw_entry.node from sqw_image_write_walk().
+	 */
+	const void *node;
+	/* Its path from the root ("/a/b"; "/" the root; "" none), cut at the front if too long. */
+	char path[SQW_ERROR_PATH];
 };
 
 /*
+ * A tree the writer reads directory by directory instead of holding a model
+ * of it (sqfs-stage seals its staged tree this way, without a copy).  Each
+ * directory is listed once per pass (three times), so the tree must not
+ * change during the write, and every pointer handed out (names, targets)
+ * must stay valid until sqw_image_write_walk() returns.
+ */
+struct sqw_entry {
+	const char *name;	/* len bytes, no '/' or NUL; not "." or ".." */
+	size_t len;
+	struct sqw_attr a;
+	const char *target;	/* symlinks: NUL-terminated */
+	void *node;		/* the source's inode: listed (directories),
+				 * given to xattrs(), named in errors */
+	void *src;		/* regular files: for sqw_source_ops.open */
+	/* Non-directories with several names: one non-zero value for all of them. */
+	uint64_t link;
+	int has_xattrs;		/* call xattrs() for it */
+};
+
+typedef int (*sqw_entry_fn)(void *arg, const struct sqw_entry *e);
+typedef int (*sqw_xattr_fn)(void *arg, const char *key, const void *value,
+			    size_t size);
+
+struct sqw_walk_ops {
+	/* The root directory (name and link unused). */
+	int (*root)(void *ctx, struct sqw_entry *root);
+	/* Each entry of directory dir, in any order, through emit; stop at
+	 * its first non-zero return and return that. */
+	int (*list)(void *ctx, void *dir, sqw_entry_fn emit, void *arg);
+	/* Each xattr of node ("user.", "trusted." or "security." keys). */
+	int (*xattrs)(void *ctx, void *node, sqw_xattr_fn put, void *arg);
+};
+
+int sqw_image_write_walk(const struct sqw_walk_ops *walk, void *walk_ctx,
+			 const struct sqw_source_ops *ops, void *src_ctx, int fd,
+			 const struct sqw_image_opts *opts, struct sqw_stats *stats,
+			 struct sqw_error *err);
+
+/*
  * Write the image of tree to fd (from offset 0; the file is truncated to the
- * image size).  Returns 0 or a negative errno with *err filled.  Finalises
- * the tree (sorts entries); the tree can be written again afterwards.
+ * image size).  Returns 0 or a negative errno with *err filled.  The tree is
+ * not changed and can be written again afterwards.
  */
 int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
 		    void *src_ctx, int fd, const struct sqw_image_opts *opts,

@@ -28,7 +28,8 @@ struct bp_job {
 
 	/* tags for the caller */
 	int kind;
-	void *node;
+	const void *node;	/* for messages */
+	uint32_t file;
 	uint32_t index;
 	int stale;		/* its bytes do not match the key it was built under */
 

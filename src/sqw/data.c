@@ -9,19 +9,19 @@
 
 #include "sqw/writer_i.h"
 
-static int src_open(struct writer *w, sqw_node_t *n, void **h)
+static int src_open(struct writer *w, size_t k, void **h)
 {
-	int ret = w->ops->open(w->src_ctx, n->src, h);
+	int ret = w->ops->open(w->src_ctx, w->files[k].src, h);
 
-	return ret ? writer_fail(w, ret, "opening", n) : 0;
+	return ret ? writer_fail_file(w, ret, "opening", k) : 0;
 }
 
-static int src_read(struct writer *w, sqw_node_t *n, void *h, uint64_t off,
+static int src_read(struct writer *w, size_t k, void *h, uint64_t off,
 		    void *buf, size_t len)
 {
 	int ret = w->ops->read(h, off, buf, len);
 
-	return ret ? writer_fail(w, ret, "reading", n) : 0;
+	return ret ? writer_fail_file(w, ret, "reading", k) : 0;
 }
 
 static int uses_frag(unsigned flags, uint32_t bs, uint64_t size)
@@ -45,11 +45,12 @@ uint64_t sqw_file_data_blocks(unsigned flags, uint32_t block_size, uint64_t size
 /* Hand one finished job to the image, in sequence order. */
 static int job_done(struct writer *w, struct bp_job *j)
 {
-	sqw_node_t *n = j->node;
-	int ret;
+	int ret, isnew;
 
 	if (j->err)
-		return writer_fail(w, j->err, "compressing", n);
+		return j->kind == JOB_DATA ?
+		       writer_fail_file(w, j->err, "compressing", j->file) :
+		       writer_fail(w, j->err, "compressing", NULL);
 	if (j->kind == JOB_FRAG && (w->flags & SQW_OPT_REHEARSE)) {
 		if (!j->stored && !j->stale && w->ops->frag_done)
 			w->ops->frag_done(w->src_ctx, w->frag_keys + 16 * j->index,
@@ -63,15 +64,21 @@ static int job_done(struct writer *w, struct bp_job *j)
 		put_le32(e + 8, j->size_word);
 		put_le32(e + 12, 0);
 	} else {
-		n->blocks[j->index] = j->size_word;
+		struct wfile *f = &w->files[j->file];
+
+		w->blockw[f->blk + j->index] = j->size_word;
 		if (j->size_word == 0) {
-			n->sparse += j->in_len;
+			uint64_t *v = u64map_get(&w->sparse, (uint64_t)j->file + 1, &isnew);
+
+			if (!v)
+				return writer_fail_file(w, -ENOMEM, "allocating", j->file);
+			*v += j->in_len;
 			w->st->sparse_bytes += j->in_len;
 			return 0;
 		}
 		/* The first stored block fixes blocks_start; holes add 0. */
-		if (n->blocks_start == UINT64_MAX)
-			n->blocks_start = w->out.pos;
+		if (f->blocks_start == UINT64_MAX)
+			f->blocks_start = w->out.pos;
 	}
 	w->st->blocks++;
 	if (j->size_word & (1u << 24))
@@ -136,9 +143,9 @@ static uint64_t be64(const uint8_t *p)
 	return v;
 }
 
-static uint32_t tail_len(const struct writer *w, const sqw_node_t *n)
+static uint32_t tail_len(const struct writer *w, size_t k)
 {
-	return (uint32_t)(n->a.size % w->bs);
+	return (uint32_t)(w->files[k].size % w->bs);
 }
 
 /*
@@ -156,7 +163,7 @@ static int frag_key(struct writer *w, const struct frag_pend *p, uint8_t key[16]
 	for (i = 0; i < p->n; i++) {
 		uint8_t len[4];
 
-		put_le32(len, tail_len(w, p->t[i].node));
+		put_le32(len, tail_len(w, p->t[i].file));
 		XXH3_128bits_update(st, p->t[i].digest, 16);
 		XXH3_128bits_update(st, len, 4);
 	}
@@ -171,7 +178,7 @@ static int frag_key(struct writer *w, const struct frag_pend *p, uint8_t key[16]
  */
 struct rd {
 	struct writer *w;
-	sqw_node_t *n;
+	size_t k;
 	void *h;
 	uint64_t probe;		/* offset of the last next_data() call */
 	uint64_t hole_end;	/* its answer: the next data byte */
@@ -188,22 +195,22 @@ static int rd_block(struct rd *r, uint64_t off, size_t len, void *buf)
 			int64_t d = w->ops->next_data(r->h, off);
 
 			if (d < 0)
-				return writer_fail(w, (int)d, "reading", r->n);
+				return writer_fail_file(w, (int)d, "reading", r->k);
 			r->probe = off;
 			r->hole_end = (uint64_t)d;
 		}
 		if (r->hole_end >= off + len)
 			return 1;
 	}
-	return src_read(w, r->n, r->h, off, buf, len);
+	return src_read(w, r->k, r->h, off, buf, len);
 }
 
-static int rd_open(struct writer *w, sqw_node_t *n, struct rd *r)
+static int rd_open(struct writer *w, size_t k, struct rd *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->w = w;
-	r->n = n;
-	return src_open(w, n, &r->h);
+	r->k = k;
+	return src_open(w, k, &r->h);
 }
 
 static void rd_close(struct rd *r)
@@ -214,11 +221,10 @@ static void rd_close(struct rd *r)
 }
 
 /* Compare the whole contents of two files of equal size. */
-static int files_equal(struct writer *w, sqw_node_t *a, sqw_node_t *b,
-		       int *equal)
+static int files_equal(struct writer *w, size_t a, size_t b, int *equal)
 {
+	uint64_t size = w->files[a].size, off;
 	struct rd ra, rb;
-	uint64_t off;
 	int ret, ha, hb;
 
 	*equal = 0;
@@ -229,8 +235,8 @@ static int files_equal(struct writer *w, sqw_node_t *a, sqw_node_t *b,
 	if (ret)
 		goto out;
 	*equal = 1;
-	for (off = 0; off < a->a.size; off += w->bs) {
-		size_t n = a->a.size - off < w->bs ? (size_t)(a->a.size - off) : w->bs;
+	for (off = 0; off < size; off += w->bs) {
+		size_t n = size - off < w->bs ? (size_t)(size - off) : w->bs;
 
 		ret = ha = rd_block(&ra, off, n, w->rbuf);
 		if (ret >= 0)
@@ -256,8 +262,9 @@ out:
 }
 
 /* Whole-file dedup: 1 if n now shares an earlier identical file's data. */
-static int file_dedup(struct writer *w, sqw_node_t *n, struct rd *r, int *dup)
+static int file_dedup(struct writer *w, size_t k, struct rd *r, int *dup)
 {
+	struct wfile *n = &w->files[k];
 	XXH3_state_t *st;
 	uint64_t off, key, *slot;
 	int isnew, ret = 0, equal;
@@ -265,15 +272,15 @@ static int file_dedup(struct writer *w, sqw_node_t *n, struct rd *r, int *dup)
 	*dup = 0;
 	if (w->flags & SQW_OPT_NO_DEDUP)
 		return 0;
-	slot = u64map_find(&w->size_count, n->a.size + 1);
+	slot = u64map_find(&w->size_count, n->size + 1);
 	if (!slot || *slot < 2)
 		return 0;
 	st = XXH3_createState();
 	if (!st)
-		return writer_fail(w, -ENOMEM, "allocating", n);
-	XXH3_64bits_reset_withSeed(st, n->a.size);
-	for (off = 0; off < n->a.size; off += w->bs) {
-		size_t len = n->a.size - off < w->bs ? (size_t)(n->a.size - off) : w->bs;
+		return writer_fail_file(w, -ENOMEM, "allocating", k);
+	XXH3_64bits_reset_withSeed(st, n->size);
+	for (off = 0; off < n->size; off += w->bs) {
+		size_t len = n->size - off < w->bs ? (size_t)(n->size - off) : w->bs;
 
 		static const uint8_t zero_mark[8] = { 'z', 'e', 'r', 'o' };
 
@@ -293,36 +300,37 @@ static int file_dedup(struct writer *w, sqw_node_t *n, struct rd *r, int *dup)
 		return ret;
 	slot = u64map_get(&w->file_hash, key, &isnew);
 	if (!slot)
-		return writer_fail(w, -ENOMEM, "allocating", n);
+		return writer_fail_file(w, -ENOMEM, "allocating", k);
 	if (isnew) {
-		*slot = (uint64_t)(uintptr_t)n;
+		*slot = (uint64_t)k + 1;
 		return 0;
 	}
 	{
-		sqw_node_t *m = (sqw_node_t *)(uintptr_t)*slot;
+		size_t m = (size_t)(*slot - 1);
 
-		if (m->a.size != n->a.size)
+		if (w->files[m].size != n->size)
 			return 0;
-		ret = files_equal(w, m, n, &equal);
+		ret = files_equal(w, m, k, &equal);
 		if (ret || !equal)
 			return ret;
-		n->dup_of = m;
+		n->same = (uint32_t)m + 1;
+		n->dup = 1;
 		*dup = 1;
 		w->st->dedup_files++;
-		w->st->dedup_bytes += n->a.size;
+		w->st->dedup_bytes += n->size;
 	}
 	return 0;
 }
 
 /* The last len bytes of n (holes as zeros) into buf, from a handle of its own. */
-static int tail_read(struct writer *w, sqw_node_t *n, uint32_t len, uint8_t *buf)
+static int tail_read(struct writer *w, size_t k, uint32_t len, uint8_t *buf)
 {
 	struct rd r;
 	int ret;
 
-	ret = rd_open(w, n, &r);
+	ret = rd_open(w, k, &r);
 	if (!ret)
-		ret = rd_block(&r, n->a.size - len, len, buf);
+		ret = rd_block(&r, w->files[k].size - len, len, buf);
 	rd_close(&r);
 	if (ret == 1)
 		memset(buf, 0, len);
@@ -358,15 +366,15 @@ static int frag_fill(struct writer *w, const struct frag_pend *p, struct bp_job 
 	int ret;
 
 	for (i = 0; i < p->n; i++) {
-		sqw_node_t *n = p->t[i].node;
-		uint32_t len = tail_len(w, n);
-		uint8_t *dst = j->in + n->frag_offset;
+		size_t k = p->t[i].file;
+		uint32_t len = tail_len(w, k), at = w->files[k].frag_offset;
+		uint8_t *dst = j->in + at;
 
 		if (p->t[i].have) {
-			memcpy(dst, p->buf + n->frag_offset, len);
+			memcpy(dst, p->buf + at, len);
 			continue;
 		}
-		ret = tail_read(w, n, len, dst);
+		ret = tail_read(w, k, len, dst);
 		if (ret)
 			return ret;
 		if (w->keyed) {
@@ -402,12 +410,13 @@ static int frag_emit(struct writer *w, struct frag_pend *p)
 	}
 	j->kind = JOB_FRAG;
 	j->node = NULL;
+	j->file = 0;
 	j->index = (uint32_t)w->frag_count++;
 	j->in_len = p->len;
 	j->allow_sparse = 0;
 	j->stale = 0;
 	for (i = 0; i < p->n; i++)
-		p->t[i].node->frag_index = j->index;
+		w->files[p->t[i].file].frag_index = j->index;
 	ret = 0;
 	if (w->keyed) {
 		ret = frag_key(w, p, key);
@@ -430,10 +439,10 @@ static int frag_emit(struct writer *w, struct frag_pend *p)
  * Append the tail of n to p (its bytes, or NULL to read them only if the
  * block needs them); a block that cannot take it goes out first.
  */
-static int pend_add(struct writer *w, struct frag_pend *p, sqw_node_t *n,
+static int pend_add(struct writer *w, struct frag_pend *p, size_t k,
 		    const uint8_t *tail, const uint8_t digest[16])
 {
-	uint32_t len = tail_len(w, n);
+	uint32_t len = tail_len(w, k);
 	struct frag_tail *t;
 	int ret;
 
@@ -443,15 +452,15 @@ static int pend_add(struct writer *w, struct frag_pend *p, sqw_node_t *n,
 			return ret;
 	}
 	if (tail && !p->buf && !(p->buf = malloc(w->bs)))
-		return writer_fail(w, -ENOMEM, "allocating", n);
+		return writer_fail_file(w, -ENOMEM, "allocating", k);
 	ret = array_reserve((void **)&p->t, &p->cap, p->n + 1, sizeof(*p->t));
 	if (ret)
-		return writer_fail(w, ret, "allocating", n);
+		return writer_fail_file(w, ret, "allocating", k);
 	if (tail)
 		memcpy(p->buf + p->len, tail, len);
-	n->frag_offset = p->len;
+	w->files[k].frag_offset = p->len;
 	t = &p->t[p->n++];
-	t->node = n;
+	t->file = (uint32_t)k;
 	t->have = tail != NULL;
 	if (w->keyed)
 		memcpy(t->digest, digest, 16);
@@ -468,7 +477,8 @@ static int pend_move(struct writer *w, struct frag_pend *from, struct frag_pend 
 	for (i = 0; i < from->n; i++) {
 		const struct frag_tail *t = &from->t[i];
 
-		ret = pend_add(w, to, t->node, t->have ? from->buf + t->node->frag_offset : NULL,
+		ret = pend_add(w, to, t->file,
+			       t->have ? from->buf + w->files[t->file].frag_offset : NULL,
 			       t->digest);
 		if (ret)
 			return ret;
@@ -486,30 +496,32 @@ static int pend_move(struct writer *w, struct frag_pend *from, struct frag_pend 
  * Only lengths shared by several tails are hashed, and a hash match is
  * confirmed byte for byte.
  */
-static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t **tail,
+static int tail_dedup(struct writer *w, size_t k, const uint8_t **tail,
 		      uint8_t digest[16])
 {
-	uint32_t len = tail_len(w, n);
+	uint32_t len = tail_len(w, k);
 	uint64_t key, *slot = u64map_find(&w->tail_count, len + 1);
-	sqw_node_t *m;
+	struct wfile *n = &w->files[k];
+	uint32_t *v;
+	size_t m;
 	int isnew, ret;
 
 	if ((w->flags & SQW_OPT_NO_DEDUP) || !slot || *slot < 2)
 		return 0;
 	key = (w->keyed ? be64(digest) : XXH3_64bits_withSeed(*tail, len, len)) | 1;
-	slot = u64map_get(&w->tail_hash, key, &isnew);
-	if (!slot)
-		return writer_fail(w, -ENOMEM, "allocating", n);
+	v = idxmap_get(&w->tail_hash, key, &isnew);
+	if (!v)
+		return writer_fail_file(w, -ENOMEM, "allocating", k);
 	if (isnew) {
-		*slot = (uint64_t)(uintptr_t)n;
+		*v = (uint32_t)k;
 		return 0;
 	}
-	m = (sqw_node_t *)(uintptr_t)*slot;
+	m = *v;
 	if (tail_len(w, m) != len)
 		return 0;
 	ret = tail_read(w, m, len, w->rbuf);
 	if (!ret && !*tail) {
-		ret = tail_read(w, n, len, w->rbuf2);
+		ret = tail_read(w, k, len, w->rbuf2);
 		*tail = w->rbuf2;
 		if (!ret && w->keyed)
 			tail_digest_of(*tail, len, digest);
@@ -519,11 +531,12 @@ static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t **tail,
 	if (memcmp(w->rbuf, *tail, len))
 		return 0;
 	/* m's block may still be pending: resolved after the data pass. */
-	n->tail_of = m;
-	if (n->nblocks == 0 && m->a.size == n->a.size) {
+	n->same = (uint32_t)m + 1;
+	n->dup = 0;
+	if (n->size < w->bs && w->files[m].size == n->size) {
 		/* all tail: what the whole-file dedup would have found */
 		w->st->dedup_files++;
-		w->st->dedup_bytes += n->a.size;
+		w->st->dedup_bytes += n->size;
 	} else {
 		w->st->dedup_tails++;
 	}
@@ -534,9 +547,10 @@ static int tail_dedup(struct writer *w, sqw_node_t *n, const uint8_t **tail,
  * Put the tail of n into a fragment block, unless an equal one exists.
  * r: n's open handle, or NULL (it is opened only if the tail must be read).
  */
-static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r, unsigned level)
+static int tail_add(struct writer *w, size_t k, struct rd *r, unsigned level)
 {
-	uint32_t len = tail_len(w, n);
+	const struct wfile *n = &w->files[k];
+	uint32_t len = tail_len(w, k);
 	const uint8_t *tail = NULL;
 	uint8_t digest[16];
 	uint64_t token = 0;
@@ -544,13 +558,13 @@ static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r, unsigned leve
 
 	w->st->progress_bytes += len;
 	if (w->keyed && w->ops->tail_digest)
-		ret = w->ops->tail_digest(w->src_ctx, n->src, n->a.size, len, digest, &token);
+		ret = w->ops->tail_digest(w->src_ctx, n->src, n->size, len, digest, &token);
 	if (ret < 0)
-		return writer_fail(w, ret, "reading", n);
+		return writer_fail_file(w, ret, "reading", k);
 	if (!ret) {
 		/* The source does not know it: read it now. */
-		ret = r ? rd_block(r, n->a.size - len, len, w->rbuf2) :
-			  tail_read(w, n, len, w->rbuf2);
+		ret = r ? rd_block(r, n->size - len, len, w->rbuf2) :
+			  tail_read(w, k, len, w->rbuf2);
 		if (ret < 0)
 			return ret;
 		if (ret == 1)
@@ -559,14 +573,14 @@ static int tail_add(struct writer *w, sqw_node_t *n, struct rd *r, unsigned leve
 		if (w->keyed) {
 			tail_digest_of(tail, len, digest);
 			if (w->ops->tail_seen)
-				w->ops->tail_seen(w->src_ctx, n->src, n->a.size, len, digest,
+				w->ops->tail_seen(w->src_ctx, n->src, n->size, len, digest,
 						  token);
 		}
 	}
-	ret = tail_dedup(w, n, &tail, digest);
+	ret = tail_dedup(w, k, &tail, digest);
 	if (ret)
 		return ret < 0 ? ret : 0;
-	return pend_add(w, &w->pend[level], n, tail, digest);
+	return pend_add(w, &w->pend[level], k, tail, digest);
 }
 
 /* 1: j holds block b as the source stored it earlier; 0: it has none. */
@@ -580,7 +594,7 @@ static int stored_block(struct rd *r, uint32_t b, struct bp_job *j)
 		return 0;
 	ret = w->ops->stored_block(r->h, b, j->in, &word);
 	if (ret <= 0)
-		return ret ? writer_fail(w, ret, "reading", r->n) : 0;
+		return ret ? writer_fail_file(w, ret, "reading", r->k) : 0;
 	/* A stored hole is only valid where the image may have holes. */
 	if ((!word && !j->allow_sparse) || (word & ~(1u << 24)) > w->bs)
 		return 0;
@@ -591,13 +605,13 @@ static int stored_block(struct rd *r, uint32_t b, struct bp_job *j)
 	return 1;
 }
 
-static int file_blocks(struct writer *w, sqw_node_t *n, struct rd *r)
+static int file_blocks(struct writer *w, size_t k, uint32_t nblocks, struct rd *r)
 {
-	uint64_t size = n->a.size, off = 0;
+	uint64_t size = w->files[k].size, off = 0;
 	uint32_t b;
 	int ret;
 
-	for (b = 0; b < n->nblocks; b++, off += w->bs) {
+	for (b = 0; b < nblocks; b++, off += w->bs) {
 		size_t len = size - off < w->bs ? (size_t)(size - off) : w->bs;
 		struct bp_job *j;
 
@@ -605,7 +619,8 @@ static int file_blocks(struct writer *w, sqw_node_t *n, struct rd *r)
 		if (ret)
 			return ret;
 		j->kind = JOB_DATA;
-		j->node = n;
+		j->node = NULL;
+		j->file = (uint32_t)k;
 		j->index = b;
 		j->in_len = (uint32_t)len;
 		j->allow_sparse = !(w->flags & SQW_OPT_NO_SPARSE);
@@ -642,112 +657,122 @@ uint64_t sqw_file_size_max(uint32_t block_size)
 	return (uint64_t)UINT32_MAX * block_size - 1;
 }
 
-static int file_write(struct writer *w, sqw_node_t *n, unsigned level)
+static int file_write(struct writer *w, size_t k, unsigned level)
 {
-	uint64_t size = n->a.size;
+	struct wfile *n = &w->files[k];
+	uint64_t size = n->size;
+	uint32_t nblocks;
 	int frag = file_uses_frag(w, size), dup, ret;
 	struct rd r;
 
-	n->nblocks = (uint32_t)sqw_file_data_blocks(w->flags, w->bs, size);
 	n->frag_index = SQW_NO_FRAG;
 	n->frag_offset = 0;
 	n->blocks_start = UINT64_MAX;
-	n->sparse = 0;
-	n->dup_of = NULL;
-	n->tail_of = NULL;
-	free(n->blocks);
-	n->blocks = NULL;
+	n->blk = w->nblockw;
+	n->same = 0;
+	n->dup = 0;
 	w->st->bytes_in += size;
 	if (size == 0)
 		return 0;
 	if (size > sqw_file_size_max(w->bs))
-		return writer_fail(w, -EFBIG, "file too large", n);
+		return writer_fail_file(w, -EFBIG, "file too large", k);
+	nblocks = (uint32_t)sqw_file_data_blocks(w->flags, w->bs, size);
 	/*
 	 * All tail: the tail dedup finds what the whole-file dedup would, and
 	 * the file is opened only if its tail must be read.
 	 */
-	if (n->nblocks == 0)
-		return tail_add(w, n, NULL, level);
-	n->blocks = alloc_array(n->nblocks, sizeof(uint32_t));
-	if (!n->blocks)
-		return writer_fail(w, -ENOMEM, "allocating", n);
-	ret = rd_open(w, n, &r);
+	if (nblocks == 0)
+		return tail_add(w, k, NULL, level);
+	ret = rd_open(w, k, &r);
 	if (ret)
 		return ret;
-	ret = file_dedup(w, n, &r, &dup);
+	ret = file_dedup(w, k, &r, &dup);
 	if (ret || dup) {
 		w->st->progress_bytes += size;
 		goto out;
 	}
-	if (w->flags & SQW_OPT_REHEARSE)
+	if (w->flags & SQW_OPT_REHEARSE) {
 		w->st->progress_bytes += size - size % w->bs;
-	else
-		ret = file_blocks(w, n, &r);
+	} else {
+		/* A duplicate takes the words of the file it matches: room for new ones only. */
+		if (nblocks > UINT32_MAX - w->nblockw) {
+			ret = writer_fail_file(w, -EFBIG, "too many data blocks", k);
+			goto out;
+		}
+		ret = array_reserve((void **)&w->blockw, &w->blockw_cap,
+				    (size_t)w->nblockw + nblocks, sizeof(*w->blockw));
+		if (ret) {
+			ret = writer_fail_file(w, ret, "allocating", k);
+			goto out;
+		}
+		w->nblockw += nblocks;
+		ret = file_blocks(w, k, nblocks, &r);
+	}
 	if (!ret && frag)
-		ret = tail_add(w, n, &r, level);
+		ret = tail_add(w, k, &r, level);
 out:
 	rd_close(&r);
 	return ret;
 }
 
-static int count_sizes(struct writer *w)
+/* Room for every tail whose length is shared, which will be hashed. */
+static int tail_hash_reserve(struct writer *w)
 {
 	size_t i, shared = 0;
 
-	for (i = 0; i < w->nfiles; i++) {
-		uint64_t size = w->files[i]->a.size, *v;
-		int isnew;
-
-		if (size == 0)
-			continue;
-		v = u64map_get(&w->size_count, size + 1, &isnew);
-		if (!v)
-			return -ENOMEM;
-		(*v)++;
-		if (file_uses_frag(w, size)) {
-			v = u64map_get(&w->tail_count, size % w->bs + 1, &isnew);
-			if (!v)
-				return -ENOMEM;
-			(*v)++;
-		}
-	}
 	if (w->flags & SQW_OPT_NO_DEDUP)
 		return 0;
-	/* Every tail whose length is shared is hashed: size that map once. */
 	for (i = 0; i < w->nfiles; i++) {
-		uint64_t size = w->files[i]->a.size, *v;
+		uint64_t size = w->files[i].size, *v;
 
 		if (size && file_uses_frag(w, size) &&
 		    (v = u64map_find(&w->tail_count, size % w->bs + 1)) && *v >= 2)
 			shared++;
 	}
-	return u64map_reserve(&w->tail_hash, shared);
+	return idxmap_init(&w->tail_hash, shared);
 }
 
 /*
  * Files in canonical order (as number() listed them: a hard-linked file at
  * its first name), directory by directory for the fragment levels.
  */
-static int data_dir(struct writer *w, sqw_node_t *d, unsigned level, size_t *next)
+static int data_dir(struct writer *w, const struct went *d, size_t depth,
+		    unsigned level, size_t *next)
 {
 	unsigned sub = level + 1 < FRAG_LEVELS ? level + 1 : level;
+	struct wlist *l;
 	size_t i;
 	int ret;
 
-	for (i = 0; i < d->nents; i++) {
-		sqw_node_t *c = d->ents[i]->node;
+	ret = walk_list(w, d, depth, &l);
+	if (ret)
+		return ret;
+	for (i = 0; i < l->n; i++) {
+		const struct went *c = l->p[i];
 
-		if (node_is_dir(c)) {
-			ret = data_dir(w, c, sub, next);
+		if (S_ISDIR(c->e.a.mode)) {
+			ret = data_dir(w, c, depth + 1, sub, next);
 			if (!ret && sub != level)
 				ret = pend_move(w, &w->pend[sub], &w->pend[level]);
 			if (ret)
 				return ret;
 			continue;
 		}
-		if (*next >= w->nfiles || w->files[*next] != c)
+		if (!S_ISREG(c->e.a.mode))
 			continue;
-		ret = file_write(w, c, level);
+		if (c->e.link) {
+			struct wlink *k = walk_link(w, &c->e);
+
+			if (!k)
+				return writer_fail(w, -ENOMEM, "allocating", c->e.node);
+			if (k->seen == w->pass)
+				continue;
+			k->seen = w->pass;
+		}
+		if (*next >= w->nfiles || w->files[*next].size != c->e.a.size)
+			return writer_fail(w, -ESTALE, "the tree changed during the write",
+					   c->e.node);
+		ret = file_write(w, *next, level);
 		if (ret)
 			return ret;
 		if (w->opts->progress && (*next & 63) == 63)
@@ -757,7 +782,22 @@ static int data_dir(struct writer *w, sqw_node_t *d, unsigned level, size_t *nex
 	return 0;
 }
 
-int data_write(struct writer *w, sqw_node_t *root)
+static int sparse_copy(struct writer *w, size_t from, size_t to)
+{
+	uint64_t *v = u64map_find(&w->sparse, (uint64_t)from + 1), bytes;
+	int isnew;
+
+	if (!v)
+		return 0;
+	bytes = *v;	/* the insert below may move the map */
+	v = u64map_get(&w->sparse, (uint64_t)to + 1, &isnew);
+	if (!v)
+		return -ENOMEM;
+	*v = bytes;
+	return 0;
+}
+
+int data_write(struct writer *w)
 {
 	size_t i = 0;
 	int ret;
@@ -766,9 +806,13 @@ int data_write(struct writer *w, sqw_node_t *root)
 	w->rbuf2 = malloc(w->bs);
 	w->pend = calloc(FRAG_LEVELS, sizeof(*w->pend));
 	w->keyed = w->ops->stored_frag || (w->flags & SQW_OPT_REHEARSE);
-	if (!w->rbuf || !w->rbuf2 || !w->pend || count_sizes(w))
+	if (!w->rbuf || !w->rbuf2 || !w->pend || tail_hash_reserve(w))
 		return writer_fail(w, -ENOMEM, "allocating", NULL);
-	ret = data_dir(w, root, 0, &i);
+	w->pass++;
+	w->dir_next = 0;
+	ret = data_dir(w, &w->root, 0, 0, &i);
+	if (!ret && i != w->nfiles)
+		ret = writer_fail(w, -ESTALE, "the tree changed during the write", NULL);
 	if (!ret)
 		ret = frag_emit(w, &w->pend[0]);
 	if (ret) {
@@ -780,26 +824,30 @@ int data_write(struct writer *w, sqw_node_t *root)
 		return ret;
 	/* Shared tails, then duplicates, take the data they match. */
 	for (i = 0; i < w->nfiles; i++) {
-		sqw_node_t *n = w->files[i], *m = n->tail_of;
+		struct wfile *n = &w->files[i];
 
 		if (n->blocks_start == UINT64_MAX)
 			n->blocks_start = 0;
-		if (m) {
+		if (n->same && !n->dup) {
+			const struct wfile *m = &w->files[n->same - 1];
+
 			n->frag_index = m->frag_index;
 			n->frag_offset = m->frag_offset;
 		}
 	}
 	for (i = 0; i < w->nfiles; i++) {
-		sqw_node_t *n = w->files[i], *m = n->dup_of;
+		struct wfile *n = &w->files[i];
+		const struct wfile *m;
 
-		if (!m)
+		if (!n->same || !n->dup)
 			continue;
-		if (n->nblocks)
-			memcpy(n->blocks, m->blocks, (size_t)n->nblocks * 4);
+		m = &w->files[n->same - 1];
+		n->blk = m->blk;
 		n->blocks_start = m->blocks_start;
 		n->frag_index = m->frag_index;
 		n->frag_offset = m->frag_offset;
-		n->sparse = m->sparse;
+		if (sparse_copy(w, n->same - 1, i))
+			return writer_fail(w, -ENOMEM, "allocating", NULL);
 	}
 	w->st->fragments = w->frag_count;
 	return 0;
@@ -807,10 +855,12 @@ int data_write(struct writer *w, sqw_node_t *root)
 
 void data_cleanup(struct writer *w)
 {
+	free(w->blockw);
+	u64map_free(&w->sparse);
 	u64map_free(&w->size_count);
 	u64map_free(&w->tail_count);
 	u64map_free(&w->file_hash);
-	u64map_free(&w->tail_hash);
+	idxmap_free(&w->tail_hash);
 	free(w->frag_table);
 	free(w->frag_keys);
 	if (w->pend) {

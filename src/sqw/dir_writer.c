@@ -9,9 +9,9 @@
 #define DIR_RUN_MAX 256
 #define DIR_DELTA_MAX 32767
 
-static int dir_type(const sqw_node_t *n)
+static int dir_type(uint32_t mode)
 {
-	switch (n->a.mode & S_IFMT) {
+	switch (mode & S_IFMT) {
 	case S_IFDIR: return 1;
 	case S_IFREG: return 2;
 	case S_IFLNK: return 3;
@@ -22,66 +22,60 @@ static int dir_type(const sqw_node_t *n)
 	}
 }
 
-static int index_add(struct writer *w, sqw_node_t *dir, uint32_t at,
-		     const struct sqw_dentry *first)
+static int index_add(struct writer *w, struct wdir *dir, uint32_t at,
+		     const struct went *first, const void *node)
 {
 	struct sqw_dir_index *d;
-	size_t cap = dir->ndindex;
-	int ret = array_reserve((void **)&dir->dindex, &cap, dir->ndindex + 1,
-				sizeof(*dir->dindex));
+	int ret = array_reserve((void **)&dir->index, &dir->index_cap, dir->nindex + 1,
+				sizeof(*dir->index));
 
 	if (ret)
-		return writer_fail(w, ret, "allocating", dir);
-	d = &dir->dindex[dir->ndindex++];
+		return writer_fail(w, ret, "allocating", node);
+	d = &dir->index[dir->nindex++];
 	d->index = at;
 	d->start_block = meta_writer_block(w->dirs);
-	d->name_len = first->len;
-	d->name = first->name;
+	d->name_len = (uint32_t)first->e.len;
+	d->name = first->e.name;
 	return 0;
 }
 
-int dir_write_listing(struct writer *w, sqw_node_t *dir)
+int dir_write_listing(struct writer *w, const struct wlist *l, struct wdir *dir,
+		      const void *node)
 {
 	uint32_t listed = 0, last_index = 0;
 	size_t i = 0;
 	int ret;
 
-	free(dir->dindex);
-	dir->dindex = NULL;
-	dir->ndindex = 0;
-	dir->dir_block = meta_writer_block(w->dirs);
-	dir->dir_offset = meta_writer_offset(w->dirs);
+	dir->nindex = 0;
+	dir->block = meta_writer_block(w->dirs);
+	dir->offset = meta_writer_offset(w->dirs);
 
-	while (i < dir->nents) {
-		const sqw_node_t *first = dir->ents[i]->node;
+	while (i < l->n) {
+		const struct went *first = l->p[i];
 		uint32_t base = first->ino, block = (uint32_t)(first->ref >> 16);
 		uint32_t run_bytes = 12;
 		size_t j = i, k;
 		uint8_t hdr[12];
-		int split_index = 0;
 
 		/* How many entries share this header. */
-		while (j < dir->nents && j - i < DIR_RUN_MAX) {
-			const struct sqw_dentry *d = dir->ents[j];
-			int64_t delta = (int64_t)d->node->ino - base;
+		while (j < l->n && j - i < DIR_RUN_MAX) {
+			const struct went *d = l->p[j];
+			int64_t delta = (int64_t)d->ino - base;
 
-			if ((uint32_t)(d->node->ref >> 16) != block ||
+			if ((uint32_t)(d->ref >> 16) != block ||
 			    delta > DIR_DELTA_MAX || delta < -DIR_DELTA_MAX)
 				break;
 			/* Large listings: an index point at least every 8 KiB. */
-			if (j > i && listed + run_bytes + 8 + d->len - last_index >
-				     SQW_META_SIZE) {
-				split_index = 1;
+			if (j > i && listed + run_bytes + 8 + d->e.len - last_index >
+				     SQW_META_SIZE)
 				break;
-			}
-			run_bytes += 8 + d->len;
+			run_bytes += 8 + (uint32_t)d->e.len;
 			j++;
 		}
-		(void)split_index;
-		if (i > 0 && listed + 12 + 8 + dir->ents[i]->len - last_index >
+		if (i > 0 && listed + 12 + 8 + first->e.len - last_index >
 				     SQW_META_SIZE) {
 			/* This header is past 8 KiB since the last point. */
-			ret = index_add(w, dir, listed, dir->ents[i]);
+			ret = index_add(w, dir, listed, first, node);
 			if (ret)
 				return ret;
 			last_index = listed;
@@ -91,22 +85,22 @@ int dir_write_listing(struct writer *w, sqw_node_t *dir)
 		put_le32(hdr + 8, base);
 		ret = meta_writer_append(w->dirs, hdr, 12);
 		for (k = i; k < j && !ret; k++) {
-			const struct sqw_dentry *d = dir->ents[k];
+			const struct went *d = l->p[k];
 			uint8_t e[8];
 
-			put_le16(e, (uint16_t)(d->node->ref & 0xffff));
-			put_le16(e + 2, (uint16_t)(int16_t)((int64_t)d->node->ino - base));
-			put_le16(e + 4, (uint16_t)dir_type(d->node));
-			put_le16(e + 6, (uint16_t)(d->len - 1));
+			put_le16(e, (uint16_t)(d->ref & 0xffff));
+			put_le16(e + 2, (uint16_t)(int16_t)((int64_t)d->ino - base));
+			put_le16(e + 4, (uint16_t)dir_type(d->e.a.mode));
+			put_le16(e + 6, (uint16_t)(d->e.len - 1));
 			ret = meta_writer_append(w->dirs, e, 8);
 			if (!ret)
-				ret = meta_writer_append(w->dirs, d->name, d->len);
+				ret = meta_writer_append(w->dirs, d->e.name, d->e.len);
 		}
 		if (ret)
-			return writer_fail(w, ret, "allocating", dir);
+			return writer_fail(w, ret, "allocating", node);
 		listed += run_bytes;
 		i = j;
 	}
-	dir->dir_size = listed + 3;
+	dir->size = listed + 3;
 	return 0;
 }

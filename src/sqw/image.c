@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * sqw_image_write: the passes that turn a tree into an image.
- *  1. sort entries, number inodes and list files in canonical order;
+ * sqw_image_write: the passes that turn a tree into an image.  Each walks
+ * the source's tree in canonical order (entries sorted by name), listing
+ * each directory again: the writer keeps only what it computed per inode.
+ *  1. number inodes and list files;
  *  2. data: blocks and fragments through the block processor;
  *  3. inodes and listings, children before parents;
  *  4. fragment, export, id and xattr tables, padding, superblock.
@@ -23,20 +25,9 @@ void sqw_image_opts_init(struct sqw_image_opts *o)
 	o->force_gid = -1;
 }
 
-static int files_push(struct writer *w, sqw_node_t *n)
+static void count_node(struct writer *w, uint32_t mode)
 {
-	int ret = array_reserve((void **)&w->files, &w->files_cap,
-				w->nfiles + 1, sizeof(*w->files));
-
-	if (ret)
-		return ret;
-	w->files[w->nfiles++] = n;
-	return 0;
-}
-
-static void count_node(struct writer *w, const sqw_node_t *n)
-{
-	switch (n->a.mode & S_IFMT) {
+	switch (mode & S_IFMT) {
 	case S_IFREG: w->st->files++; break;
 	case S_IFDIR: w->st->dirs++; break;
 	case S_IFLNK: w->st->symlinks++; break;
@@ -45,99 +36,229 @@ static void count_node(struct writer *w, const sqw_node_t *n)
 	}
 }
 
-/* Pass 1: children numbered before their directory; root last. */
-static int number(struct writer *w, sqw_node_t *d, uint32_t gen)
+static int file_add(struct writer *w, const struct went *c)
 {
-	size_t i;
+	uint64_t size = c->e.a.size, *v;
+	struct wfile *f;
+	int isnew;
+
+	if (array_reserve((void **)&w->files, &w->files_cap, w->nfiles + 1,
+			  sizeof(*w->files)))
+		return -ENOMEM;
+	f = &w->files[w->nfiles++];
+	memset(f, 0, sizeof(*f));
+	f->src = c->e.src;
+	f->size = size;
+	if (size == 0)
+		return 0;
+	v = u64map_get(&w->size_count, size + 1, &isnew);
+	if (!v)
+		return -ENOMEM;
+	(*v)++;
+	if (!(w->flags & SQW_OPT_NO_FRAGMENTS) && size % w->bs &&
+	    (size < w->bs || (w->flags & SQW_OPT_ALWAYS_FRAGMENTS))) {
+		v = u64map_get(&w->tail_count, size % w->bs + 1, &isnew);
+		if (!v)
+			return -ENOMEM;
+		(*v)++;
+	}
+	return 0;
+}
+
+/*
+ * Pass 1: children numbered before their directory, root last; regular
+ * files listed in that order; directories' numbers kept in pre-order.
+ */
+static int number(struct writer *w, struct went *d, size_t depth)
+{
+	size_t seq = w->dir_next, i;
+	struct wlist *l;
 	int ret;
 
-	for (i = 0; i < d->nents; i++) {
-		sqw_node_t *c = d->ents[i]->node;
+	ret = walk_list(w, d, depth, &l);
+	if (ret)
+		return ret;
+	for (i = 0; i < l->n; i++) {
+		struct went *c = l->p[i];
+		struct wlink *k = NULL;
 
-		if (node_is_dir(c)) {
-			ret = number(w, c, gen);
+		if (S_ISDIR(c->e.a.mode)) {
+			ret = number(w, c, depth + 1);
 			if (ret)
 				return ret;
 			continue;
 		}
-		if (c->visited == gen)
-			continue;
-		c->visited = gen;
+		if (c->e.link) {
+			k = walk_link(w, &c->e);
+			if (!k)
+				return writer_fail(w, -ENOMEM, "allocating", c->e.node);
+			if (k->seen == w->pass) {
+				k->nlink++;
+				continue;
+			}
+			k->seen = w->pass;
+			k->nlink = 1;
+		}
 		if (w->ninodes == UINT32_MAX - 1)
-			return writer_fail(w, -EOVERFLOW, "too many inodes", c);
+			return writer_fail(w, -EOVERFLOW, "too many inodes", c->e.node);
 		c->ino = ++w->ninodes;
-		count_node(w, c);
-		if (node_is_reg(c) && files_push(w, c))
-			return writer_fail(w, -ENOMEM, "allocating", c);
+		if (k)
+			k->ino = c->ino;
+		count_node(w, c->e.a.mode);
+		if (S_ISREG(c->e.a.mode) && file_add(w, c))
+			return writer_fail(w, -ENOMEM, "allocating", c->e.node);
 	}
 	if (w->ninodes == UINT32_MAX - 1)
-		return writer_fail(w, -EOVERFLOW, "too many inodes", d);
+		return writer_fail(w, -EOVERFLOW, "too many inodes", d->e.node);
 	d->ino = ++w->ninodes;
-	d->visited = gen;
-	count_node(w, d);
-	for (i = 0; i < d->nents; i++)
-		if (node_is_dir(d->ents[i]->node))
-			d->ents[i]->node->parent_ino = d->ino;
+	w->dirs_seen[seq].ino = d->ino;
+	count_node(w, S_IFDIR);
 	return 0;
 }
 
-/* Pass 3: inodes and listings in the same order. */
-static int write_tree(struct writer *w, sqw_node_t *d, uint32_t gen)
+struct wpos {
+	size_t file;
+	uint32_t ino;
+};
+
+/* Inode ino's entry of the export table: inodes come in number order. */
+static int export_add(struct writer *w, uint32_t ino, uint64_t ref, const void *node)
 {
-	size_t i;
+	uint8_t e[8];
 	int ret;
 
-	for (i = 0; i < d->nents; i++) {
-		sqw_node_t *c = d->ents[i]->node;
+	if (!w->exports)
+		return 0;
+	if ((ino - 1) % (SQW_META_SIZE / 8) == 0)
+		w->export_blocks[(ino - 1) / (SQW_META_SIZE / 8)] = meta_writer_block(w->exports);
+	put_le64(e, ref);
+	ret = meta_writer_append(w->exports, e, 8);
+	return ret ? writer_fail(w, ret, "allocating", node) : 0;
+}
 
-		if (node_is_dir(c))
-			ret = write_tree(w, c, gen);
-		else if (c->visited == gen)
+/* Pass 3: inodes and listings in the same order (d's ino and ref filled). */
+static int write_dir(struct writer *w, struct went *d, size_t depth,
+		     uint32_t parent_ino, struct wpos *pos)
+{
+	size_t seq = w->dir_next, i;
+	uint32_t ino;
+	struct wdir wd;
+	struct winode in;
+	struct wlist *l;
+	int ret;
+
+	memset(&wd, 0, sizeof(wd));
+	ret = walk_list(w, d, depth, &l);
+	if (ret)
+		return ret;
+	ino = w->dirs_seen[seq].ino;
+	for (i = 0; i < l->n; i++) {
+		struct went *c = l->p[i];
+		struct wlink *k = NULL;
+
+		if (S_ISDIR(c->e.a.mode)) {
+			wd.nsubdirs++;
+			ret = write_dir(w, c, depth + 1, ino, pos);
+			if (ret)
+				goto out;
 			continue;
-		else {
-			c->visited = gen;
-			ret = inode_write(w, c);
-			w->by_ino[c->ino - 1] = c;
 		}
+		if (c->e.link) {
+			k = walk_link(w, &c->e);
+			if (!k) {
+				ret = writer_fail(w, -ENOMEM, "allocating", c->e.node);
+				goto out;
+			}
+			if (k->seen == w->pass) {
+				c->ino = k->ino;
+				c->ref = k->ref;
+				continue;
+			}
+			k->seen = w->pass;
+		}
+		memset(&in, 0, sizeof(in));
+		in.e = c;
+		in.ino = c->ino = ++pos->ino;
+		in.nlink = k ? k->nlink : 1;
+		if (S_ISREG(c->e.a.mode)) {
+			if (pos->file >= w->nfiles || w->files[pos->file].size != c->e.a.size) {
+				ret = writer_fail(w, -ESTALE, "the tree changed during the write",
+						  c->e.node);
+				goto out;
+			}
+			in.f = &w->files[pos->file++];
+		}
+		ret = inode_write(w, &in);
 		if (ret)
-			return ret;
+			goto out;
+		c->ref = in.ref;
+		if (k)
+			k->ref = in.ref;
+		ret = export_add(w, c->ino, c->ref, c->e.node);
+		if (ret)
+			goto out;
 	}
-	ret = dir_write_listing(w, d);
+	ret = dir_write_listing(w, l, &wd, d->e.node);
+	if (ret)
+		goto out;
+	wd.parent_ino = parent_ino;
+	memset(&in, 0, sizeof(in));
+	in.e = d;
+	in.ino = d->ino = ++pos->ino;
+	if (in.ino != ino) {
+		ret = writer_fail(w, -ESTALE, "the tree changed during the write", d->e.node);
+		goto out;
+	}
+	in.d = &wd;
+	ret = inode_write(w, &in);
+	d->ref = in.ref;
 	if (!ret)
-		ret = inode_write(w, d);
-	w->by_ino[d->ino - 1] = d;
+		ret = export_add(w, d->ino, d->ref, d->e.node);
+out:
+	free(wd.index);
 	return ret;
 }
 
 static int export_write(struct writer *w, uint64_t *start)
 {
-	uint8_t *raw = alloc_array(w->ninodes, 8);
-	uint32_t i;
+	size_t n = ((size_t)w->ninodes + SQW_META_SIZE / 8 - 1) / (SQW_META_SIZE / 8), i;
+	uint64_t base = w->out.pos;
+	uint8_t *idx;
 	int ret;
 
-	if (!raw)
+	ret = meta_writer_flush(w->exports);
+	if (ret)
+		return ret;
+	ret = outfile_append(&w->out, w->exports->out.data, w->exports->out.len);
+	if (ret)
+		return ret;
+	idx = alloc_array(n, 8);
+	if (!idx)
 		return -ENOMEM;
-	for (i = 0; i < w->ninodes; i++)
-		put_le64(raw + 8 * i, w->by_ino[i]->ref);
-	ret = table_write(&w->out, w->cmp, raw, (size_t)w->ninodes * 8, start);
-	free(raw);
+	for (i = 0; i < n; i++)
+		put_le64(idx + 8 * i, base + w->export_blocks[i]);
+	*start = w->out.pos;
+	ret = outfile_append(&w->out, idx, n * 8);
+	free(idx);
 	return ret;
 }
 
-static int tables_write(struct writer *w, sqw_tree_t *tree,
-			struct sqw_super *sb)
+static int tables_write(struct writer *w, struct sqw_super *sb)
 {
-	sqw_node_t *root = sqw_tree_root(tree);
+	struct wpos pos = { 0 };
 	int ret;
 
-	ret = write_tree(w, root, tree_next_gen(tree));
-	if (!ret)
-		ret = meta_writer_flush(w->inodes);
+	w->pass++;
+	w->dir_next = 0;
+	ret = write_dir(w, &w->root, 0, 0, &pos);
+	if (ret)
+		return ret;
+	ret = meta_writer_flush(w->inodes);
 	if (!ret)
 		ret = meta_writer_flush(w->dirs);
 	if (ret)
 		return writer_fail(w, ret, "writing metadata", NULL);
-	sb->root_inode = root->ref;
+	sb->root_inode = w->root.ref;
 	ret = table_write_stream(&w->out, &w->inodes->out, &sb->inode_table_start);
 	if (!ret)
 		ret = table_write_stream(&w->out, &w->dirs->out,
@@ -200,6 +321,8 @@ static int finish(struct writer *w, struct sqw_super *sb, const uint8_t *opt,
 
 static void writer_cleanup(struct writer *w)
 {
+	size_t i;
+
 	bp_destroy(w->bp);
 	data_cleanup(w);
 	xattr_cleanup(w);
@@ -214,8 +337,20 @@ static void writer_cleanup(struct writer *w)
 	free(w->xattr_kv);
 	u64map_free(&w->id_map);
 	free(w->ids);
+	for (i = 0; i < w->nlists; i++) {
+		free(w->lists[i]->e);
+		free(w->lists[i]->p);
+		free(w->lists[i]);
+	}
+	free(w->lists);
 	free(w->files);
-	free(w->by_ino);
+	free(w->dirs_seen);
+	u64map_free(&w->link_map);
+	free(w->links);
+	if (w->exports)
+		meta_writer_cleanup(w->exports);
+	free(w->exports);
+	free(w->export_blocks);
 	buf_free(&w->scratch);
 	outfile_cleanup(&w->out);
 	sqw_compressor_destroy(w->cmp);
@@ -234,9 +369,10 @@ static unsigned default_queue(const struct sqw_image_opts *o, uint32_t bs)
 	return q < min ? min : q;
 }
 
-int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
-		    void *src_ctx, int fd, const struct sqw_image_opts *opts,
-		    struct sqw_stats *stats, struct sqw_error *err)
+int sqw_image_write_walk(const struct sqw_walk_ops *walk, void *walk_ctx,
+			 const struct sqw_source_ops *ops, void *src_ctx, int fd,
+			 const struct sqw_image_opts *opts, struct sqw_stats *stats,
+			 struct sqw_error *err)
 {
 	struct writer w;
 	struct sqw_super sb;
@@ -261,6 +397,8 @@ int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
 	w.opts = opts;
 	w.bs = bs;
 	w.flags = opts->flags;
+	w.walk = walk;
+	w.walk_ctx = walk_ctx;
 	w.ops = ops;
 	w.src_ctx = src_ctx;
 	w.cmp = sqw_compressor_create(&opts->comp, &ret);
@@ -268,26 +406,36 @@ int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
 		return writer_fail(&w, ret, "creating the compressor", NULL);
 	opt_len = sqw_comp_config_options(&opts->comp, opt);
 
-	{
-		sqw_node_t *dup = NULL;
-
-		ret = tree_sort(sqw_tree_root(tree), &dup);
-		if (ret) {
-			writer_fail(&w, ret, "name listed twice", dup);
-			goto out;
-		}
+	ret = walk->root(walk_ctx, &w.root.e);
+	if (ret) {
+		writer_fail(&w, ret, "listing", NULL);
+		goto out;
 	}
-	ret = number(&w, sqw_tree_root(tree), tree_next_gen(tree));
+	if (!S_ISDIR(w.root.e.a.mode)) {
+		ret = writer_fail(&w, -ENOTDIR, "the root is not a directory", NULL);
+		goto out;
+	}
+	w.pass++;
+	w.numbering = 1;
+	ret = number(&w, &w.root, 0);
+	w.numbering = 0;
 	if (ret)
 		goto out;
 	w.st->inodes = w.ninodes;
-	w.by_ino = alloc_array(w.ninodes, sizeof(*w.by_ino));
 	w.inodes = malloc(sizeof(*w.inodes));
 	w.dirs = malloc(sizeof(*w.dirs));
 	w.xattr_kv = malloc(sizeof(*w.xattr_kv));
 	ret = -ENOMEM;
-	if (!w.by_ino || !w.inodes || !w.dirs || !w.xattr_kv)
+	if (!w.inodes || !w.dirs || !w.xattr_kv)
 		goto fail_alloc;
+	if (!(w.flags & (SQW_OPT_NO_EXPORTS | SQW_OPT_REHEARSE))) {
+		w.exports = calloc(1, sizeof(*w.exports));
+		w.export_blocks = alloc_array((size_t)w.ninodes / (SQW_META_SIZE / 8) + 1,
+					      sizeof(*w.export_blocks));
+		if (!w.exports || !w.export_blocks)
+			goto fail_alloc;
+		meta_writer_init(w.exports, w.cmp);
+	}
 	meta_writer_init(w.inodes, w.cmp);
 	meta_writer_init(w.dirs, w.cmp);
 	meta_writer_init(w.xattr_kv, w.cmp);
@@ -301,12 +449,12 @@ int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
 	if (!w.bp)
 		goto fail_alloc;
 
-	ret = data_write(&w, sqw_tree_root(tree));
+	ret = data_write(&w);
 	bp_destroy(w.bp);
 	w.bp = NULL;
 	if (ret || (w.flags & SQW_OPT_REHEARSE))
 		goto out;
-	ret = tables_write(&w, tree, &sb);
+	ret = tables_write(&w, &sb);
 	if (ret)
 		goto out;
 	sb.inodes = w.ninodes;
@@ -333,6 +481,16 @@ int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
 fail_alloc:
 	writer_fail(&w, ret, "allocating", NULL);
 out:
+	if (ret && w.walk)
+		walk_error_path(&w);
 	writer_cleanup(&w);
 	return ret;
+}
+
+int sqw_image_write(sqw_tree_t *tree, const struct sqw_source_ops *ops,
+		    void *src_ctx, int fd, const struct sqw_image_opts *opts,
+		    struct sqw_stats *stats, struct sqw_error *err)
+{
+	return sqw_image_write_walk(&tree_walk_ops, tree, ops, src_ctx, fd, opts,
+				    stats, err);
 }

@@ -8,18 +8,18 @@ enum {
 	INO_EXT = 7,		/* basic type + 7 = extended type */
 };
 
-static uint32_t node_mtime(const struct writer *w, const sqw_node_t *n)
+static uint32_t node_mtime(const struct writer *w, const struct sqw_attr *a)
 {
-	int64_t t = w->opts->all_time >= 0 ? w->opts->all_time : n->a.mtime;
+	int64_t t = w->opts->all_time >= 0 ? w->opts->all_time : a->mtime;
 
 	if (t < 0)
 		return 0;
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
 
-static int basic_type(const sqw_node_t *n)
+static int basic_type(uint32_t mode)
 {
-	switch (n->a.mode & S_IFMT) {
+	switch (mode & S_IFMT) {
 	case S_IFDIR: return INO_DIR;
 	case S_IFREG: return INO_FILE;
 	case S_IFLNK: return INO_SYMLINK;
@@ -43,17 +43,25 @@ static int encode_rdev(uint64_t rdev, uint32_t *out)
 	return 0;
 }
 
-int inode_write(struct writer *w, sqw_node_t *n)
+int inode_write(struct writer *w, struct winode *in)
 {
-	uint32_t xattr = SQW_NO_XATTR, uid = n->a.uid, gid = n->a.gid, rdev;
+	const struct sqw_entry *e = &in->e->e;
+	const struct sqw_attr *a = &e->a;
+	const struct wfile *f = in->f;
+	const struct wdir *d = in->d;
+	uint32_t xattr = SQW_NO_XATTR, uid = a->uid, gid = a->gid, rdev, nblocks = 0;
+	const uint32_t *blocks = NULL;
+	uint64_t sparse = 0, *sp;
 	uint16_t uidx, gidx;
-	int type = basic_type(n), ext, ret;
+	int type = basic_type(a->mode), ext, ret;
 	struct buf *b = &w->scratch;
 	uint8_t *p;
 	size_t i, len;
 
 	if (type < 0)
-		return writer_fail(w, type, "unsupported file type", n);
+		return writer_fail(w, type, "unsupported file type", e->node);
+	if ((type == INO_DIR && !d) || (type == INO_FILE && !f))
+		return writer_fail(w, -EINVAL, "inode without its state", e->node);
 	if (w->flags & SQW_OPT_ALL_ROOT)
 		uid = gid = 0;
 	if (w->opts->force_uid >= 0)
@@ -64,28 +72,34 @@ int inode_write(struct writer *w, sqw_node_t *n)
 	if (!ret)
 		ret = id_lookup(w, gid, &gidx);
 	if (ret)
-		return writer_fail(w, ret, "too many distinct uid/gid values (SquashFS stores at most 65535)", n);
-	if (n->nxattrs && !(w->flags & SQW_OPT_NO_XATTRS)) {
-		ret = xattr_lookup(w, n, &xattr);
+		return writer_fail(w, ret, "too many distinct uid/gid values (SquashFS stores at most 65535)", e->node);
+	if (e->has_xattrs && !(w->flags & SQW_OPT_NO_XATTRS)) {
+		ret = xattr_lookup(w, e, &xattr);
 		if (ret)
-			return writer_fail(w, ret, "storing xattrs", n);
+			return writer_fail(w, ret, "storing xattrs", e->node);
+	}
+	if (type == INO_FILE) {
+		nblocks = (uint32_t)sqw_file_data_blocks(w->flags, w->bs, f->size);
+		blocks = w->blockw ? w->blockw + f->blk : NULL;
+		sp = u64map_find(&w->sparse, (uint64_t)(f - w->files) + 1);
+		sparse = sp ? *sp : 0;
 	}
 
 	switch (type) {
 	case INO_DIR:
-		ext = xattr != SQW_NO_XATTR || n->dir_size > 0xffff || n->ndindex;
+		ext = xattr != SQW_NO_XATTR || d->size > 0xffff || d->nindex;
 		len = ext ? 40 : 32;
-		for (i = 0; ext && i < n->ndindex; i++)
-			len += 12 + n->dindex[i].name_len;
+		for (i = 0; ext && i < d->nindex; i++)
+			len += 12 + d->index[i].name_len;
 		break;
 	case INO_FILE:
-		ext = xattr != SQW_NO_XATTR || n->a.size > UINT32_MAX ||
-		      n->blocks_start > UINT32_MAX || n->nlink > 1 || n->sparse;
-		len = (ext ? 56 : 32) + 4 * (size_t)n->nblocks;
+		ext = xattr != SQW_NO_XATTR || f->size > UINT32_MAX ||
+		      f->blocks_start > UINT32_MAX || in->nlink > 1 || sparse;
+		len = (ext ? 56 : 32) + 4 * (size_t)nblocks;
 		break;
 	case INO_SYMLINK:
 		ext = xattr != SQW_NO_XATTR;
-		len = 24 + strlen(n->target) + (ext ? 4 : 0);
+		len = 24 + strlen(e->target) + (ext ? 4 : 0);
 		break;
 	case INO_BLKDEV:
 	case INO_CHRDEV:
@@ -100,91 +114,91 @@ int inode_write(struct writer *w, sqw_node_t *n)
 	b->len = 0;
 	ret = buf_reserve(b, len);
 	if (ret)
-		return writer_fail(w, ret, "allocating", n);
+		return writer_fail(w, ret, "allocating", e->node);
 	p = b->data;
 	memset(p, 0, len);
 	put_le16(p, (uint16_t)(type + (ext ? INO_EXT : 0)));
-	put_le16(p + 2, (uint16_t)(n->a.mode & 07777));
+	put_le16(p + 2, (uint16_t)(a->mode & 07777));
 	put_le16(p + 4, uidx);
 	put_le16(p + 6, gidx);
-	put_le32(p + 8, node_mtime(w, n));
-	put_le32(p + 12, n->ino);
+	put_le32(p + 8, node_mtime(w, a));
+	put_le32(p + 12, in->ino);
 
 	switch (type) {
 	case INO_DIR:
 		if (!ext) {
-			put_le32(p + 16, n->dir_block);
-			put_le32(p + 20, 2 + n->nsubdirs);
-			put_le16(p + 24, (uint16_t)n->dir_size);
-			put_le16(p + 26, n->dir_offset);
-			put_le32(p + 28, n->parent_ino);
+			put_le32(p + 16, d->block);
+			put_le32(p + 20, 2 + d->nsubdirs);
+			put_le16(p + 24, (uint16_t)d->size);
+			put_le16(p + 26, d->offset);
+			put_le32(p + 28, d->parent_ino);
 			break;
 		}
-		put_le32(p + 16, 2 + n->nsubdirs);
-		put_le32(p + 20, n->dir_size);
-		put_le32(p + 24, n->dir_block);
-		put_le32(p + 28, n->parent_ino);
-		put_le16(p + 32, (uint16_t)n->ndindex);
-		put_le16(p + 34, n->dir_offset);
+		put_le32(p + 16, 2 + d->nsubdirs);
+		put_le32(p + 20, d->size);
+		put_le32(p + 24, d->block);
+		put_le32(p + 28, d->parent_ino);
+		put_le16(p + 32, (uint16_t)d->nindex);
+		put_le16(p + 34, d->offset);
 		put_le32(p + 36, xattr);
 		p += 40;
-		for (i = 0; i < n->ndindex; i++) {
-			const struct sqw_dir_index *d = &n->dindex[i];
+		for (i = 0; i < d->nindex; i++) {
+			const struct sqw_dir_index *x = &d->index[i];
 
-			put_le32(p, d->index);
-			put_le32(p + 4, d->start_block);
-			put_le32(p + 8, d->name_len - 1);
-			memcpy(p + 12, d->name, d->name_len);
-			p += 12 + d->name_len;
+			put_le32(p, x->index);
+			put_le32(p + 4, x->start_block);
+			put_le32(p + 8, x->name_len - 1);
+			memcpy(p + 12, x->name, x->name_len);
+			p += 12 + x->name_len;
 		}
 		break;
 	case INO_FILE:
 		if (!ext) {
-			put_le32(p + 16, (uint32_t)n->blocks_start);
-			put_le32(p + 20, n->frag_index);
-			put_le32(p + 24, n->frag_offset);
-			put_le32(p + 28, (uint32_t)n->a.size);
+			put_le32(p + 16, (uint32_t)f->blocks_start);
+			put_le32(p + 20, f->frag_index);
+			put_le32(p + 24, f->frag_offset);
+			put_le32(p + 28, (uint32_t)f->size);
 			p += 32;
 		} else {
-			put_le64(p + 16, n->blocks_start);
-			put_le64(p + 24, n->a.size);
-			put_le64(p + 32, n->sparse);
-			put_le32(p + 40, n->nlink);
-			put_le32(p + 44, n->frag_index);
-			put_le32(p + 48, n->frag_offset);
+			put_le64(p + 16, f->blocks_start);
+			put_le64(p + 24, f->size);
+			put_le64(p + 32, sparse);
+			put_le32(p + 40, in->nlink);
+			put_le32(p + 44, f->frag_index);
+			put_le32(p + 48, f->frag_offset);
 			put_le32(p + 52, xattr);
 			p += 56;
 		}
-		for (i = 0; i < n->nblocks; i++)
-			put_le32(p + 4 * i, n->blocks[i]);
+		for (i = 0; i < nblocks; i++)
+			put_le32(p + 4 * i, blocks[i]);
 		break;
 	case INO_SYMLINK: {
-		size_t tl = strlen(n->target);
+		size_t tl = strlen(e->target);
 
-		put_le32(p + 16, n->nlink);
+		put_le32(p + 16, in->nlink);
 		put_le32(p + 20, (uint32_t)tl);
-		memcpy(p + 24, n->target, tl);
+		memcpy(p + 24, e->target, tl);
 		if (ext)
 			put_le32(p + 24 + tl, xattr);
 		break;
 	}
 	case INO_BLKDEV:
 	case INO_CHRDEV:
-		ret = encode_rdev(n->a.rdev, &rdev);
+		ret = encode_rdev(a->rdev, &rdev);
 		if (ret)
-			return writer_fail(w, ret, "device number too large", n);
-		put_le32(p + 16, n->nlink);
+			return writer_fail(w, ret, "device number too large", e->node);
+		put_le32(p + 16, in->nlink);
 		put_le32(p + 20, rdev);
 		if (ext)
 			put_le32(p + 24, xattr);
 		break;
 	default:
-		put_le32(p + 16, n->nlink);
+		put_le32(p + 16, in->nlink);
 		if (ext)
 			put_le32(p + 20, xattr);
 		break;
 	}
-	n->ref = meta_writer_ref(w->inodes);
+	in->ref = meta_writer_ref(w->inodes);
 	ret = meta_writer_append(w->inodes, b->data, len);
-	return ret ? writer_fail(w, ret, "allocating", n) : 0;
+	return ret ? writer_fail(w, ret, "allocating", e->node) : 0;
 }

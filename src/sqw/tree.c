@@ -122,10 +122,8 @@ static void node_release(sqw_tree_t *t, sqw_node_t *n)
 	if (node_is_reg(n)) {
 		if (n->src && t->src_free)
 			t->src_free(n->src);
-		free(n->blocks);
 	} else if (node_is_dir(n)) {
 		free(n->ents);
-		free(n->dindex);
 	} else if (S_ISLNK(n->a.mode)) {
 		free(n->target);
 	}
@@ -480,31 +478,40 @@ void *sqw_node_get_source(const sqw_node_t *n)
 	return node_is_reg(n) ? n->src : NULL;
 }
 
-static const char *const xattr_prefixes[] = { "user.", "trusted.", "security." };
+const char *const xattr_prefixes[3] = { "user.", "trusted.", "security." };
+
+int xattr_key_split(const char *key, size_t size, uint8_t *prefix, size_t *plen,
+		    size_t *nlen)
+{
+	uint8_t i;
+
+	for (i = 0; i < 3; i++) {
+		*plen = strlen(xattr_prefixes[i]);
+		if (strncmp(key, xattr_prefixes[i], *plen) == 0)
+			break;
+	}
+	if (i == 3)
+		return -ENOTSUP;
+	*prefix = i;
+	*nlen = strlen(key) - *plen;
+	if (*nlen == 0 || *nlen > 0xffff)
+		return -EINVAL;
+	return size > UINT32_MAX - 16 ? -E2BIG : 0;
+}
 
 int sqw_node_set_xattr(sqw_tree_t *t, sqw_node_t *n, const char *key,
 		       const void *value, size_t size)
 {
 	struct sqw_xattr *x = NULL;
-	size_t i, plen = 0, nlen;
-	int prefix = -1, ret;
+	size_t i, plen, nlen;
+	uint8_t prefix;
+	int ret;
 	void *v;
 
 	(void)t;
-	for (i = 0; i < 3; i++) {
-		plen = strlen(xattr_prefixes[i]);
-		if (strncmp(key, xattr_prefixes[i], plen) == 0) {
-			prefix = (int)i;
-			break;
-		}
-	}
-	if (prefix < 0)
-		return -ENOTSUP;
-	nlen = strlen(key) - plen;
-	if (nlen == 0 || nlen > 0xffff)
-		return -EINVAL;
-	if (size > UINT32_MAX - 16)
-		return -E2BIG;
+	ret = xattr_key_split(key, size, &prefix, &plen, &nlen);
+	if (ret)
+		return ret;
 	for (i = 0; i < n->nxattrs; i++) {
 		if (n->xattrs[i].prefix == prefix &&
 		    n->xattrs[i].name_len == nlen &&
@@ -536,7 +543,7 @@ int sqw_node_set_xattr(sqw_tree_t *t, sqw_node_t *n, const char *key,
 			return ret;
 		}
 		x = &n->xattrs[n->nxattrs++];
-		x->prefix = (uint8_t)prefix;
+		x->prefix = prefix;
 		x->name = name;
 		x->name_len = (uint16_t)nlen;
 	} else {
@@ -547,40 +554,79 @@ int sqw_node_set_xattr(sqw_tree_t *t, sqw_node_t *n, const char *key,
 	return 0;
 }
 
-static int dentry_cmp(const void *a, const void *b)
+/* The writer's view of the tree: each node is its own identity. */
+static void entry_of(sqw_node_t *n, const struct sqw_dentry *d, struct sqw_entry *e)
 {
-	const struct sqw_dentry *x = *(struct sqw_dentry *const *)a;
-	const struct sqw_dentry *y = *(struct sqw_dentry *const *)b;
-	size_t l = x->len < y->len ? x->len : y->len;
-	int r = memcmp(x->name, y->name, l);
-
-	if (r)
-		return r;
-	return (int)x->len - (int)y->len;
+	memset(e, 0, sizeof(*e));
+	if (d) {
+		e->name = d->name;
+		e->len = d->len;
+	}
+	e->a = n->a;
+	e->node = n;
+	if (node_is_reg(n))
+		e->src = n->src;
+	else if (S_ISLNK(n->a.mode))
+		e->target = n->target;
+	if (!node_is_dir(n) && n->nlink > 1)
+		e->link = (uint64_t)(uintptr_t)n;
+	e->has_xattrs = n->nxattrs > 0;
 }
 
-int tree_sort(sqw_node_t *n, sqw_node_t **dup)
+static int walk_root(void *ctx, struct sqw_entry *e)
 {
+	entry_of(((sqw_tree_t *)ctx)->root, NULL, e);
+	return 0;
+}
+
+static int walk_list(void *ctx, void *dir, sqw_entry_fn emit, void *arg)
+{
+	sqw_node_t *d = dir;
+	struct sqw_entry e;
 	uint32_t i;
 	int ret;
 
-	if (n->nents > 1)
-		qsort(n->ents, n->nents, sizeof(*n->ents), dentry_cmp);
-	for (i = 0; i < n->nents; i++) {
-		n->ents[i]->index = i;
-		/* An unindexed tree's filler vouched for this; a listing must not repeat. */
-		if (i > 0 && dentry_cmp(&n->ents[i - 1], &n->ents[i]) == 0) {
-			*dup = n->ents[i]->node;
-			return -EEXIST;
-		}
-		if (node_is_dir(n->ents[i]->node)) {
-			ret = tree_sort(n->ents[i]->node, dup);
-			if (ret)
-				return ret;
-		}
+	(void)ctx;
+	for (i = 0; i < d->nents; i++) {
+		entry_of(d->ents[i]->node, d->ents[i], &e);
+		ret = emit(arg, &e);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
+
+static int walk_xattrs(void *ctx, void *node, sqw_xattr_fn put, void *arg)
+{
+	sqw_node_t *n = node;
+	char small[128], *key;
+	uint32_t i;
+	int ret = 0;
+
+	(void)ctx;
+	for (i = 0; i < n->nxattrs && !ret; i++) {
+		const struct sqw_xattr *x = &n->xattrs[i];
+		size_t plen = strlen(xattr_prefixes[x->prefix]);
+
+		key = plen + x->name_len + 1 <= sizeof(small) ? small :
+		      malloc(plen + x->name_len + 1);
+		if (!key)
+			return -ENOMEM;
+		memcpy(key, xattr_prefixes[x->prefix], plen);
+		memcpy(key + plen, x->name, x->name_len);
+		key[plen + x->name_len] = '\0';
+		ret = put(arg, key, x->value, x->value_len);
+		if (key != small)
+			free(key);
+	}
+	return ret;
+}
+
+const struct sqw_walk_ops tree_walk_ops = {
+	.root = walk_root,
+	.list = walk_list,
+	.xattrs = walk_xattrs,
+};
 
 void sqw_node_path(const sqw_node_t *n, char *buf, size_t size)
 {

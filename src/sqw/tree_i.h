@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include "sqw/image.h"
 #include "sqw/tree.h"
 
 struct sqw_xattr {
@@ -33,7 +34,8 @@ struct sqw_dir_index {
 /*
  * A million-inode tree is held in full while its image is written, so the
  * node is kept small: what only one file type needs shares a union, chosen
- * by the type in a.mode (which never changes after the node is made).
+ * by the type in a.mode (which never changes after the node is made).  The
+ * writer keeps its own state apart (writer_i.h).
  */
 struct sqw_node {
 	struct sqw_attr a;
@@ -41,35 +43,14 @@ struct sqw_node {
 	uint32_t nlink;		/* entries naming it */
 	uint32_t nxattrs;
 	struct sqw_xattr *xattrs;
-
-	/* --- state of the current image write, reset by the writer --- */
-	uint32_t ino;
-	uint32_t visited;	/* == the walk's generation once seen */
-	uint64_t ref;		/* inode ref */
-	uint32_t xattr_id;
-	uint32_t frag_offset;	/* files (here, it fills a hole) */
+	uint32_t visited;	/* == a walk's generation once seen */
 
 	union {
-		struct {	/* regular files */
-			void *src;	/* file data handle */
-			uint32_t nblocks;
-			uint32_t frag_index;
-			uint64_t blocks_start;
-			uint32_t *blocks;	/* size words */
-			uint64_t sparse;
-			sqw_node_t *dup_of;	/* identical earlier file */
-			sqw_node_t *tail_of;	/* earlier file with an identical tail */
-		};
+		void *src;	/* regular files: file data handle */
 		struct {	/* directories */
 			struct sqw_dentry **ents;
 			uint32_t nents, ents_cap;
 			uint32_t nsubdirs;
-			uint32_t dir_block;	/* listing start in the directory table */
-			uint32_t dir_size;	/* listing bytes + 3 */
-			uint16_t dir_offset;
-			uint32_t ndindex;
-			struct sqw_dir_index *dindex;
-			uint32_t parent_ino;
 		};
 		char *target;	/* symlinks */
 	};
@@ -88,10 +69,17 @@ static inline int node_is_reg(const sqw_node_t *n)
 /* A fresh marker for the visited field of one tree walk. */
 uint32_t tree_next_gen(sqw_tree_t *tree);
 
+/* "user.", "trusted.", "security.": struct sqw_xattr's prefix numbers. */
+extern const char *const xattr_prefixes[3];
 /*
- * Sort every directory's entries by name (unsigned bytes).  -EEXIST with
- * *dup the node of a name listed twice in one directory.
+ * Split an xattr key of a value of size bytes: its prefix number, the
+ * prefix's length and the name's.  -ENOTSUP for another namespace, -EINVAL
+ * for an empty or over-long name, -E2BIG for a value too large.
  */
-int tree_sort(sqw_node_t *root, sqw_node_t **dup);
+int xattr_key_split(const char *key, size_t size, uint8_t *prefix, size_t *plen,
+		    size_t *nlen);
+
+/* The tree as the writer walks it (tree.c). */
+extern const struct sqw_walk_ops tree_walk_ops;
 
 #endif

@@ -8,6 +8,7 @@
 #include "sqw/outfile.h"
 #include "sqw/tree_i.h"
 #include "pool/bp.h"
+#include "util/idxmap.h"
 #include "util/u64map.h"
 
 #define SQW_NO_FRAG 0xFFFFFFFFu
@@ -27,7 +28,7 @@ enum { JOB_DATA = 1, JOB_FRAG = 2 };
 
 /* A tail waiting in a fragment block; its bytes may not be read yet. */
 struct frag_tail {
-	sqw_node_t *node;		/* the tail's offset: node->frag_offset */
+	uint32_t file;			/* index in w->files; offset: its frag_offset */
 	uint8_t digest[16];		/* with keyed fragment blocks */
 	uint8_t have;			/* its bytes are in the pending buf */
 };
@@ -39,22 +40,88 @@ struct frag_pend {
 	size_t n, cap;
 };
 
+/*
+ * What the writer keeps of a regular file between the data pass and the
+ * inode pass: everything else comes from the listing again.  Files are
+ * numbered in canonical order, which every pass walks alike.
+ */
+struct wfile {
+	void *src;
+	uint64_t size;
+	uint64_t blocks_start;
+	uint32_t blk;			/* its first size word in w->blockw */
+	uint32_t frag_index;
+	uint32_t frag_offset : 31;	/* below the block size */
+	uint32_t dup : 1;		/* same is a whole-file duplicate */
+	uint32_t same;			/* 1 + the file whose data (dup) or tail it takes */
+};
+
+/* A non-directory with several names. */
+struct wlink {
+	uint32_t ino, nlink;
+	uint64_t ref;
+	uint32_t seen;			/* == the pass's mark once met in it */
+};
+
+/* An entry of a directory being walked. */
+struct went {
+	struct sqw_entry e;
+	uint32_t ino;
+	uint64_t ref;
+};
+
+/* One directory's listing (one per depth, reused); p: sorted by name. */
+struct wlist {
+	struct went *e;
+	struct went **p;
+	size_t n, cap, pcap;
+};
+
+/* Where a directory's listing went, for its inode. */
+struct wdir {
+	uint32_t block, size, parent_ino, nsubdirs;
+	uint16_t offset;
+	uint32_t nindex;
+	struct sqw_dir_index *index;
+	size_t index_cap;
+};
+
 struct writer {
 	const struct sqw_image_opts *opts;
 	uint32_t bs;
 	unsigned flags;
 	sqw_compressor_t *cmp;
 	struct outfile out;
+	const struct sqw_walk_ops *walk;
+	void *walk_ctx;
 	const struct sqw_source_ops *ops;
 	void *src_ctx;
 	struct sqw_stats *st;
 	struct sqw_error *err;
+	int err_file;			/* 1 + the file an error concerns, node unknown */
+	int finding;			/* walking for the path of an error */
 
 	/* canonical order */
-	sqw_node_t **files;
+	struct wlist **lists;		/* [depth] */
+	size_t nlists;
+	struct went root;
+	struct wfile *files;
 	size_t nfiles, files_cap;
 	uint32_t ninodes;
-	sqw_node_t **by_ino;	/* [ino - 1] */
+	/* Directories in pre-order, as the first pass listed them. */
+	struct wdirrec {
+		uint32_t ino, nents;
+	} *dirs_seen;
+	size_t ndirs, dirs_cap;
+	size_t dir_next;		/* the pass's next directory */
+	int numbering;			/* the first pass: record, do not check */
+	struct u64map link_map;		/* sqw_entry.link -> 1 + index in links */
+	struct wlink *links;
+	size_t nlinks, links_cap;
+	uint32_t pass;			/* mark of the current walk */
+	/* Inodes are written in inode number order: the export table as it goes. */
+	struct meta_writer *exports;
+	uint32_t *export_blocks;	/* where each of its md blocks starts */
 
 	/* data pass */
 	struct bp *bp;
@@ -64,10 +131,14 @@ struct writer {
 	size_t frag_keys_cap;
 	uint8_t *frag_table;		/* 16-byte entries */
 	size_t frag_count, frag_cap;
+	uint32_t *blockw;		/* every file's block size words */
+	uint32_t nblockw;
+	size_t blockw_cap;
+	struct u64map sparse;		/* 1 + file -> bytes of holes, where any */
 	struct u64map size_count;	/* file size -> files of that size */
 	struct u64map tail_count;	/* tail length -> tails of that length */
-	struct u64map file_hash;	/* content hash -> node */
-	struct u64map tail_hash;	/* tail hash -> node */
+	struct u64map file_hash;	/* content hash -> 1 + file */
+	struct idxmap tail_hash;	/* tail hash -> file */
 	uint8_t *rbuf, *rbuf2;		/* bs bytes each */
 
 	/* metadata */
@@ -83,11 +154,14 @@ struct writer {
 	struct buf xattr_sets;		/* serialised sets, for exact compare */
 	uint64_t *xattr_set_off;	/* per id: offset, length in xattr_sets */
 	size_t xattr_set_cap;
+	struct sqw_xattr *xl;		/* one inode's set, gathered */
+	size_t nxl, xl_cap;
+	struct buf xl_data;		/* its names and values */
 	struct buf scratch;
 };
 
 static inline int writer_fail(struct writer *w, int code, const char *what,
-			      const sqw_node_t *node)
+			      const void *node)
 {
 	if (w->err && !w->err->code) {
 		w->err->code = code;
@@ -97,22 +171,46 @@ static inline int writer_fail(struct writer *w, int code, const char *what,
 	return code;
 }
 
+/* The same for a file known by its index only: its path is found after. */
+static inline int writer_fail_file(struct writer *w, int code, const char *what,
+				   size_t file)
+{
+	if (w->err && !w->err->code)
+		w->err_file = (int)file + 1;
+	return writer_fail(w, code, what, NULL);
+}
+
+/* walk.c: the sorted listing of directory d at depth (valid until the next at that depth). */
+int walk_list(struct writer *w, const struct went *d, size_t depth, struct wlist **out);
+/* The link record of e, made on first use; NULL: out of memory. */
+struct wlink *walk_link(struct writer *w, const struct sqw_entry *e);
+/* After a failure naming a node or a file: fill w->err->path. */
+void walk_error_path(struct writer *w);
+
 /* data.c */
-int data_write(struct writer *w, sqw_node_t *root);
+int data_write(struct writer *w);
 void data_cleanup(struct writer *w);
 
-/* inode.c */
-int inode_write(struct writer *w, sqw_node_t *n);
+/* inode.c: what an inode needs beyond its entry; ref filled. */
+struct winode {
+	const struct went *e;
+	uint32_t ino, nlink;
+	const struct wfile *f;		/* regular files */
+	const struct wdir *d;		/* directories */
+	uint64_t ref;
+};
+int inode_write(struct writer *w, struct winode *in);
 
 /* dir_writer.c */
-int dir_write_listing(struct writer *w, sqw_node_t *dir);
+int dir_write_listing(struct writer *w, const struct wlist *l, struct wdir *d,
+		      const void *node);
 
 /* id_table.c */
 int id_lookup(struct writer *w, uint32_t id, uint16_t *index);
 int id_table_write(struct writer *w, uint64_t *start);
 
-/* xattr_table.c */
-int xattr_lookup(struct writer *w, sqw_node_t *n, uint32_t *id);
+/* xattr_table.c: the set of the entry's node (none: SQW_NO_XATTR). */
+int xattr_lookup(struct writer *w, const struct sqw_entry *e, uint32_t *id);
 int xattr_table_write(struct writer *w, uint64_t *start);
 void xattr_cleanup(struct writer *w);
 

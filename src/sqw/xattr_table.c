@@ -8,8 +8,6 @@
 #include "sqw/table.h"
 #include "sqw/writer_i.h"
 
-static const char *const prefix_str[] = { "user.", "trusted.", "security." };
-
 static int xattr_cmp(const void *a, const void *b)
 {
 	const struct sqw_xattr *x = a, *y = b;
@@ -22,18 +20,51 @@ static int xattr_cmp(const void *a, const void *b)
 	return r ? r : (int)x->name_len - (int)y->name_len;
 }
 
+/* The source's keys split by prefix; names and values kept in w->xl_data. */
+static int xattr_put(void *arg, const char *key, const void *value, size_t size)
+{
+	struct writer *w = arg;
+	struct sqw_xattr *x;
+	size_t plen, nlen;
+	uint8_t prefix;
+	int ret;
+
+	ret = xattr_key_split(key, size, &prefix, &plen, &nlen);
+	if (ret)
+		return ret;
+	ret = array_reserve((void **)&w->xl, &w->xl_cap, w->nxl + 1, sizeof(*w->xl));
+	if (ret)
+		return ret;
+	x = &w->xl[w->nxl];
+	x->prefix = prefix;
+	x->name_len = (uint16_t)nlen;
+	x->value_len = (uint32_t)size;
+	/* Offsets for now: the buffer may still move. */
+	x->name = (char *)(uintptr_t)w->xl_data.len;
+	ret = buf_append(&w->xl_data, key + plen, nlen);
+	x->value = (uint8_t *)(uintptr_t)w->xl_data.len;
+	if (!ret)
+		ret = buf_append(&w->xl_data, value, size);
+	if (ret)
+		return ret;
+	w->nxl++;
+	return 0;
+}
+
 /* The set in canonical form: sorted keys, each type/name/value. */
-static int serialise(struct writer *w, sqw_node_t *n, struct buf *b)
+static int serialise(struct writer *w, struct buf *b)
 {
 	size_t i;
 	int ret = 0;
 
-	qsort(n->xattrs, n->nxattrs, sizeof(*n->xattrs), xattr_cmp);
+	qsort(w->xl, w->nxl, sizeof(*w->xl), xattr_cmp);
 	b->len = 0;
-	for (i = 0; i < n->nxattrs && !ret; i++) {
-		const struct sqw_xattr *x = &n->xattrs[i];
+	for (i = 0; i < w->nxl && !ret; i++) {
+		const struct sqw_xattr *x = &w->xl[i];
 		uint8_t h[4];
 
+		if (i > 0 && xattr_cmp(x - 1, x) == 0)
+			return -EEXIST;
 		put_le16(h, x->prefix);
 		put_le16(h + 2, x->name_len);
 		ret = buf_append(b, h, 4);
@@ -45,11 +76,10 @@ static int serialise(struct writer *w, sqw_node_t *n, struct buf *b)
 		if (!ret)
 			ret = buf_append(b, x->value, x->value_len);
 	}
-	(void)w;
 	return ret;
 }
 
-int xattr_lookup(struct writer *w, sqw_node_t *n, uint32_t *id)
+int xattr_lookup(struct writer *w, const struct sqw_entry *ent, uint32_t *id)
 {
 	struct buf *b = &w->scratch;
 	uint64_t key, *v;
@@ -58,7 +88,17 @@ int xattr_lookup(struct writer *w, sqw_node_t *n, uint32_t *id)
 	size_t i;
 	int isnew, ret;
 
-	ret = serialise(w, n, b);
+	*id = SQW_NO_XATTR;
+	w->nxl = 0;
+	w->xl_data.len = 0;
+	ret = w->walk->xattrs(w->walk_ctx, ent->node, xattr_put, w);
+	if (ret || w->nxl == 0)
+		return ret;
+	for (i = 0; i < w->nxl; i++) {
+		w->xl[i].name = (char *)w->xl_data.data + (uintptr_t)w->xl[i].name;
+		w->xl[i].value = w->xl_data.data + (uintptr_t)w->xl[i].value;
+	}
+	ret = serialise(w, b);
 	if (ret)
 		return ret;
 	key = XXH3_64bits(b->data, b->len) | 1;
@@ -100,10 +140,10 @@ int xattr_lookup(struct writer *w, sqw_node_t *n, uint32_t *id)
 	ret = meta_writer_append(w->xattr_kv, b->data, b->len);
 	if (ret)
 		return ret;
-	for (i = 0; i < n->nxattrs; i++)
-		size += (uint32_t)(strlen(prefix_str[n->xattrs[i].prefix]) +
-				   n->xattrs[i].name_len + 1 + n->xattrs[i].value_len);
-	put_le32(e + 8, (uint32_t)n->nxattrs);
+	for (i = 0; i < w->nxl; i++)
+		size += (uint32_t)(strlen(xattr_prefixes[w->xl[i].prefix]) +
+				   w->xl[i].name_len + 1 + w->xl[i].value_len);
+	put_le32(e + 8, (uint32_t)w->nxl);
 	put_le32(e + 12, size);
 	*id = (uint32_t)w->nxattr_ids++;
 	w->st->xattr_sets = w->nxattr_ids;
@@ -138,4 +178,6 @@ void xattr_cleanup(struct writer *w)
 	free(w->xattr_ids);
 	free(w->xattr_set_off);
 	buf_free(&w->xattr_sets);
+	free(w->xl);
+	buf_free(&w->xl_data);
 }

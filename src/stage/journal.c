@@ -193,7 +193,7 @@ static int put_node(struct jbuf *b, const struct snode *n)
 	put32(b, (uint32_t)n->mode);
 	put32(b, (uint32_t)n->uid);
 	put32(b, (uint32_t)n->gid);
-	put64(b, (uint64_t)n->rdev);
+	put64(b, (uint64_t)node_rdev(n));
 	put_time(b, &n->atime);
 	put_time(b, &n->mtime);
 	put_time(b, &n->ctime);
@@ -520,7 +520,8 @@ static int apply_node(struct stage *s, struct rd *r, int doit)
 	n->mode = mode;
 	if (stage_node_set_owner(s, n, uid, gid))
 		return -ENOMEM;
-	n->rdev = rdev;
+	if (S_ISCHR(n->mode) || S_ISBLK(n->mode))
+		n->rdev = rdev;
 	n->atime = at;
 	n->mtime = mt;
 	n->ctime = ct;
@@ -553,13 +554,13 @@ static int apply_entry(struct stage *s, struct rd *r, int type, int doit)
 	if (!dir || !S_ISDIR(dir->mode))
 		return -EINVAL;
 	if (dir_find(dir, name, len))
-		dir_del(dir, name, len);
+		dir_del(s, dir, name, len);
 	if (type == R_DEL)
 		return 0;
 	n = stage_get(s, child);
 	if (!n)
 		return -EINVAL;
-	return dir_add(dir, name, len, n);
+	return dir_add(s, dir, name, len, n);
 }
 
 static int apply_xattr(struct stage *s, struct rd *r, int type, int doit)
@@ -676,7 +677,7 @@ static void settle(struct stage *s, uint64_t *dropped)
 						c->size = (uint64_t)st.st_size;
 						continue;
 					}
-					dir_del(n, d->name, d->len);
+					dir_del(s, n, d->name, d->len);
 					(*dropped)++;
 				}
 			}

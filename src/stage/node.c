@@ -230,13 +230,14 @@ struct snode *stage_new_node_ino(struct stage *s, fuse_ino_t ino, mode_t mode,
 	struct snode *n;
 	size_t h;
 
-	if (s->inodes + 1 > s->islots / 2 && itab_grow(s))
+	/* Chains of one on average: 8 to 16 bytes an inode. */
+	if (s->inodes + 1 > s->islots && itab_grow(s))
 		return NULL;
-	n = calloc(1, sizeof(*n));
+	n = slab_alloc(&s->slab, sizeof(*n));
 	if (!n)
 		return NULL;
 	if (node_ids_ref(s, uid, gid)) {
-		free(n);
+		slab_free(&s->slab, n, sizeof(*n));
 		return NULL;
 	}
 	n->ino = ino;
@@ -245,7 +246,8 @@ struct snode *stage_new_node_ino(struct stage *s, fuse_ino_t ino, mode_t mode,
 	n->mode = mode;
 	n->uid = uid;
 	n->gid = gid;
-	n->rdev = rdev;
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		n->rdev = rdev;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	n->atime = n->ctime = n->mtime;
 	h = hash_ino(n->ino, s->islots - 1);
@@ -292,7 +294,7 @@ static void node_destroy(struct stage *s, struct snode *n)
 		free(n->tab);
 	else if (S_ISREG(n->mode))
 		stage_bg_forget(s, n);
-	free(n);
+	slab_free(&s->slab, n, sizeof(*n));
 }
 
 /* Free n if nothing refers to it any more. */
@@ -326,7 +328,7 @@ void stage_node_drop(struct stage *s, struct snode *n)
 	for (j = 0; S_ISDIR(n->mode) && j < n->nslots; j++) {
 		for (d = n->tab[j]; d; d = dn) {
 			dn = d->next;
-			free(d);
+			slab_free(&s->slab, d, SDIRENT_SIZE(d->len));
 		}
 	}
 	itab_remove(s, n);
@@ -383,7 +385,7 @@ void stage_free(struct stage *s)
 
 				for (d = p->tab[j]; d; d = dn) {
 					dn = d->next;
-					free(d);
+					slab_free(&s->slab, d, SDIRENT_SIZE(d->len));
 				}
 			}
 			node_destroy(s, p);
@@ -394,6 +396,7 @@ void stage_free(struct stage *s)
 	s->islots = 0;
 	free(s->ids.tab);
 	memset(&s->ids, 0, sizeof(s->ids));
+	slab_destroy(&s->slab);
 }
 
 struct sdirent *dir_find(const struct snode *dir, const char *name, size_t len)
@@ -430,18 +433,21 @@ static int dir_grow(struct snode *dir)
 	return 0;
 }
 
-int dir_add(struct snode *dir, const char *name, size_t len, struct snode *n)
+int dir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
+	    struct snode *n)
 {
 	struct sdirent *d;
 	size_t h;
 
 	if (dir->nents + 1 > dir->nslots && dir_grow(dir))
 		return -ENOMEM;
-	d = malloc(sizeof(*d) + len + 1);
+	if (len > STAGE_NAME_MAX)
+		return -ENAMETOOLONG;
+	d = slab_alloc(&s->slab, SDIRENT_SIZE(len));
 	if (!d)
 		return -ENOMEM;
 	d->node = n;
-	d->len = len;
+	d->len = (uint16_t)len;
 	memcpy(d->name, name, len);
 	d->name[len] = '\0';
 	h = hash_name(name, len, dir->nslots - 1);
@@ -456,7 +462,7 @@ int dir_add(struct snode *dir, const char *name, size_t len, struct snode *n)
 	return 0;
 }
 
-void dir_del(struct snode *dir, const char *name, size_t len)
+void dir_del(struct stage *s, struct snode *dir, const char *name, size_t len)
 {
 	struct sdirent **pp, *d;
 
@@ -467,7 +473,7 @@ void dir_del(struct snode *dir, const char *name, size_t len)
 			dir->nents--;
 			if (S_ISDIR(d->node->mode))
 				dir->nsubdirs--;
-			free(d);
+			slab_free(&s->slab, d, SDIRENT_SIZE(d->len));
 			return;
 		}
 	}
@@ -480,7 +486,7 @@ void node_stat(const struct snode *n, struct stat *st)
 	st->st_mode = n->mode;
 	st->st_uid = n->uid;
 	st->st_gid = n->gid;
-	st->st_rdev = n->rdev;
+	st->st_rdev = node_rdev(n);
 	st->st_nlink = S_ISDIR(n->mode) ? (n->links ? 2 + n->nsubdirs : 0) : n->links;
 	if (S_ISREG(n->mode))
 		st->st_size = (off_t)n->size;

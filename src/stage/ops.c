@@ -69,7 +69,7 @@ static void touch(struct stage *s, struct snode *n, int mtime, int ctime)
 static int sdir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
 		    struct snode *n)
 {
-	int ret = dir_add(dir, name, len, n);
+	int ret = dir_add(s, dir, name, len, n);
 
 	if (!ret)
 		stage_jnl_dirent(s, dir, name, len, n);
@@ -78,7 +78,7 @@ static int sdir_add(struct stage *s, struct snode *dir, const char *name, size_t
 
 static void sdir_del(struct stage *s, struct snode *dir, const char *name, size_t len)
 {
-	dir_del(dir, name, len);
+	dir_del(s, dir, name, len);
 	stage_jnl_dirent(s, dir, name, len, NULL);
 }
 

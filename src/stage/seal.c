@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Sealing: the staged tree into a sqw tree, then an image published atomically. */
+/*
+ * Sealing: the writer lists the staged tree itself (no copy: a million
+ * staged inodes would need as much again), then the image is published
+ * atomically.  A rehearsal (prepack.c) runs without the lock, so it gets a
+ * copy of the tree instead.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -24,7 +29,6 @@ struct seal_ctx {
 	/* For messages; grows: a staged tree may be deeper than PATH_MAX. */
 	char *path;
 	size_t plen, pcap;
-	int rehearse;		/* prepack.c: open files as they are, no xattrs */
 	struct u64map linked;	/* ino -> sqw node, for nodes of several names */
 };
 
@@ -115,27 +119,30 @@ static void attr_of(const struct snode *n, struct sqw_attr *a)
 	a->uid = n->uid;
 	a->gid = n->gid;
 	a->mtime = n->mtime.tv_sec;
-	a->rdev = n->rdev;
+	a->rdev = node_rdev(n);
 	if (S_ISREG(n->mode))
 		a->size = n->size;
 	else if (S_ISLNK(n->mode))
 		a->size = strlen(n->target);
 }
 
-static int add_xattrs(struct seal_ctx *c, const struct snode *n, sqw_node_t *q)
+/* c->path becomes the path of d below what it holds. */
+static int path_push(struct seal_ctx *c, const struct sdirent *d)
 {
-	size_t i;
-	int ret;
+	size_t base = c->plen;
 
-	if ((c->s->opts.img.flags & SQW_OPT_NO_XATTRS) || c->rehearse)
-		return 0;
-	for (i = 0; i < n->nxattrs; i++) {
-		ret = sqw_node_set_xattr(c->tree, q, n->xattrs[i].name,
-					 n->xattrs[i].value, n->xattrs[i].size);
-		if (ret)
-			return fail(c, "%s: xattr %s: %s", c->plen ? c->path : "/",
-				    n->xattrs[i].name, strerror(-ret));
+	if (base + 1 + d->len + 1 > c->pcap) {
+		size_t cap = (base + 1 + d->len + 1) * 2;
+		char *p = realloc(c->path, cap);
+
+		if (!p)
+			return fail(c, "%s/%s: out of memory", c->plen ? c->path : "", d->name);
+		c->path = p;
+		c->pcap = cap;
 	}
+	c->path[base] = '/';
+	memcpy(c->path + base + 1, d->name, d->len + 1);
+	c->plen = base + 1 + d->len;
 	return 0;
 }
 
@@ -152,22 +159,9 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 			struct snode *n = d->node;
 			uint64_t *slot = NULL;
 
-			if (base + 1 + d->len + 1 > c->pcap) {
-				size_t cap = (base + 1 + d->len + 1) * 2;
-				char *p = realloc(c->path, cap);
-
-				if (!p)
-					return fail(c, "%s/%s: out of memory", c->plen ? c->path : "",
-						    d->name);
-				c->path = p;
-				c->pcap = cap;
-			}
-			c->path[base] = '/';
-			memcpy(c->path + base + 1, d->name, d->len + 1);
-			c->plen = base + 1 + d->len;
-			if (S_ISREG(n->mode) && n->writers && !c->rehearse)
-				return fail(c, "%s: still open for writing; close it and seal again",
-					    c->path);
+			c->plen = base;
+			if (path_push(c, d))
+				return -1;
 			if (!S_ISDIR(n->mode) && n->links > 1) {
 				int isnew;
 
@@ -192,10 +186,103 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 				*slot = (uint64_t)(uintptr_t)q;
 			if (S_ISREG(n->mode))
 				sqw_node_set_source(q, (void *)(uintptr_t)n->ino);
-			if (add_xattrs(c, n, q))
-				return -1;
 			if (S_ISDIR(n->mode) && build_dir(c, n, q))
 				return -1;
+		}
+	}
+	c->plen = base;
+	if (c->path)
+		c->path[base] = '\0';
+	return 0;
+}
+
+/* --- the staged tree as the writer lists it (under stage->lock) --- */
+
+static void entry_of(const struct snode *n, const struct sdirent *d, struct sqw_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (d) {
+		e->name = d->name;
+		e->len = d->len;
+	}
+	attr_of(n, &e->a);
+	e->node = (void *)n;
+	if (S_ISREG(n->mode))
+		e->src = (void *)(uintptr_t)n->ino;
+	else if (S_ISLNK(n->mode))
+		e->target = n->target;
+	if (!S_ISDIR(n->mode) && n->links > 1)
+		e->link = n->ino;
+	e->has_xattrs = n->nxattrs > 0;
+}
+
+static int walk_root(void *ctx, struct sqw_entry *e)
+{
+	entry_of(((struct stage *)ctx)->root, NULL, e);
+	return 0;
+}
+
+static int walk_list(void *ctx, void *dir, sqw_entry_fn emit, void *arg)
+{
+	const struct snode *d = dir;
+	const struct sdirent *de;
+	struct sqw_entry e;
+	size_t i;
+	int ret;
+
+	(void)ctx;
+	for (i = 0; i < d->nslots; i++) {
+		for (de = d->tab[i]; de; de = de->next) {
+			entry_of(de->node, de, &e);
+			ret = emit(arg, &e);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+static int walk_xattrs(void *ctx, void *node, sqw_xattr_fn put, void *arg)
+{
+	const struct snode *n = node;
+	uint32_t i;
+	int ret;
+
+	(void)ctx;
+	for (i = 0; i < n->nxattrs; i++) {
+		ret = put(arg, n->xattrs[i].name, n->xattrs[i].value, n->xattrs[i].size);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static const struct sqw_walk_ops stage_walk_ops = {
+	.root = walk_root,
+	.list = walk_list,
+	.xattrs = walk_xattrs,
+};
+
+/* A file still open for writing would change under the seal: name the first. */
+static int check_open(struct seal_ctx *c, const struct snode *dir)
+{
+	size_t i, base = c->plen;
+	struct sdirent *d;
+
+	for (i = 0; i < dir->nslots; i++) {
+		for (d = dir->tab[i]; d; d = d->next) {
+			const struct snode *n = d->node;
+
+			if (!S_ISDIR(n->mode) && !(S_ISREG(n->mode) && n->writers))
+				continue;
+			if (path_push(c, d))
+				return -1;
+			if (S_ISREG(n->mode))
+				return fail(c, "%s: still open for writing; close it and seal again",
+					    c->path);
+			if (check_open(c, n))
+				return -1;
+			c->plen = base;
 		}
 	}
 	c->plen = base;
@@ -246,32 +333,26 @@ static char *summary(struct stage *s, const struct sqw_stats *st, double start)
 	return out;
 }
 
-/* The staged tree as the writer's model, under stage->lock. */
-static int tree_build(struct seal_ctx *c)
-{
-	struct sqw_attr a;
-	int ret;
-
-	/* The stage keeps names unique: no second name table (about 24 B an entry). */
-	c->tree = sqw_tree_create_unindexed();
-	if (!c->tree)
-		return fail(c, "out of memory");
-	attr_of(c->s->root, &a);
-	sqw_node_set_attr(sqw_tree_root(c->tree), &a);
-	ret = add_xattrs(c, c->s->root, sqw_tree_root(c->tree)) ||
-	      build_dir(c, c->s->root, sqw_tree_root(c->tree)) ? -1 : 0;
-	u64map_free(&c->linked);	/* only the copy needs it */
-	return ret;
-}
-
+/*
+ * A copy of the staged tree for a rehearsal, which runs without the lock:
+ * open files as they are, no xattrs (a rehearsal writes no inode).
+ */
 sqw_tree_t *stage_tree_rehearsal(struct stage *s)
 {
-	struct seal_ctx c = { .s = s, .rehearse = 1 };
+	struct seal_ctx c = { .s = s };
+	struct sqw_attr a;
 
-	if (tree_build(&c)) {
-		sqw_tree_destroy(c.tree);
-		c.tree = NULL;
+	/* The stage keeps names unique: no second name table (about 24 B an entry). */
+	c.tree = sqw_tree_create_unindexed();
+	if (c.tree) {
+		attr_of(s->root, &a);
+		sqw_node_set_attr(sqw_tree_root(c.tree), &a);
+		if (build_dir(&c, s->root, sqw_tree_root(c.tree))) {
+			sqw_tree_destroy(c.tree);
+			c.tree = NULL;
+		}
 	}
+	u64map_free(&c.linked);
 	free(c.msg);
 	free(c.path);
 	return c.tree;
@@ -296,7 +377,7 @@ int stage_seal(struct stage *s, char **out)
 	}
 	stage_bg_pause(s);
 	wait_writers(s);
-	if (tree_build(&c))
+	if (check_open(&c, s->root))
 		goto fail;
 	ret = cli_publish_open(&pub, s->image);
 	if (ret) {
@@ -305,14 +386,10 @@ int stage_seal(struct stage *s, char **out)
 		goto fail;
 	}
 	s->opts.img.progress = NULL;
-	ret = sqw_image_write(c.tree, &ops, s, pub.fd, &s->opts.img,
-			      &st, &err);
+	ret = sqw_image_write_walk(&stage_walk_ops, s, &ops, s, pub.fd, &s->opts.img,
+				   &st, &err);
 	if (ret) {
-		char path[4200] = "";
-
-		if (err.node)
-			sqw_node_path(err.node, path, sizeof(path));
-		fail(&c, "%s: %s%s%s: %s", s->image, path, err.node ? ": " : "",
+		fail(&c, "%s: %s%s%s: %s", s->image, err.path, err.path[0] ? ": " : "",
 		     err.what ? err.what : "writing", strerror(-ret));
 		goto fail;
 	}
@@ -322,7 +399,6 @@ int stage_seal(struct stage *s, char **out)
 		goto fail;
 	}
 	cli_publish_abort(&pub);
-	sqw_tree_destroy(c.tree);
 	free(c.path);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
@@ -332,7 +408,6 @@ int stage_seal(struct stage *s, char **out)
 	return 0;
 fail:
 	cli_publish_abort(&pub);
-	sqw_tree_destroy(c.tree);
 	free(c.path);
 	stage_bg_resume(s);
 	*out = c.msg ? c.msg : strdup("out of memory");

@@ -25,6 +25,7 @@
 
 #include "cli/cli.h"
 #include "sqw/tree.h"
+#include "util/slab.h"
 
 /* SquashFS stores names of up to 256 bytes (the kernel's FUSE lets 1024 through). */
 #define STAGE_NAME_MAX 256
@@ -49,9 +50,12 @@ struct snode;
 struct sdirent {
 	struct sdirent *next;	/* hash chain */
 	struct snode *node;
-	size_t len;
+	uint16_t len;
 	char name[];
 };
+
+/* Bytes of an entry named len bytes (from the stage's slab). */
+#define SDIRENT_SIZE(len) (offsetof(struct sdirent, name) + (len) + 1)
 
 struct sxattr {
 	char *name;
@@ -74,7 +78,6 @@ struct snode {
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
-	dev_t rdev;
 	uint64_t size;		/* regular files: the spool file's size */
 	struct timespec atime, mtime, ctime;
 	struct sxattr *xattrs;
@@ -104,8 +107,14 @@ struct snode {
 			uint8_t tdig[16];
 		};
 		char *target;	/* symlinks */
+		dev_t rdev;	/* devices: read it with node_rdev() */
 	};
 };
+
+static inline dev_t node_rdev(const struct snode *n)
+{
+	return S_ISCHR(n->mode) || S_ISBLK(n->mode) ? n->rdev : 0;
+}
 
 /* A full block stored ahead of the seal: word as in the block list. */
 struct centry {
@@ -150,6 +159,8 @@ struct stage {
 	int datafd;
 	int spoolfd;		/* holds the flock that makes the spool ours */
 	int foreground;
+	/* nodes and entries are carved from here (node.c) */
+	struct slab slab;
 	/* ino table */
 	struct snode **itab;
 	size_t islots, inodes;
@@ -191,9 +202,10 @@ int stage_ids_check(const struct stage *s, const struct snode *n, uid_t uid, gid
 void stage_node_drop(struct stage *s, struct snode *n);
 void stage_maybe_free(struct stage *s, struct snode *n);
 struct sdirent *dir_find(const struct snode *dir, const char *name, size_t len);
-int dir_add(struct snode *dir, const char *name, size_t len, struct snode *n);
+int dir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
+	    struct snode *n);
 /* Remove the entry (must exist); does not free the node. */
-void dir_del(struct snode *dir, const char *name, size_t len);
+void dir_del(struct stage *s, struct snode *dir, const char *name, size_t len);
 void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len);
 void node_stat(const struct snode *n, struct stat *st);
 void node_touch(struct snode *n, int mtime, int ctime);

@@ -4,8 +4,8 @@
 # Start-up errors (exit 2 for usage, 1 for the environment, nothing mounted),
 # sqfs-seal --keep and a reseal with later changes, sealing by unmount, a
 # daemonised mount sealed by sqfs-seal, a daemon its parent does not reap,
-# seal failures (a file open for writing, the image path taken by a
-# directory, ENOSPC) with their messages.
+# seal failures (a file open for writing, staged data missing from the
+# spool, the image path taken by a directory, ENOSPC) with their messages.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -86,6 +86,23 @@ exec 3>&-
 exec 4<"$M/a"
 "$SEAL" --keep --quiet "$M" || fail "seal with a file open read-only"
 exec 4<&-
+
+# --- staged data gone from the spool: the seal names the file's path ---
+# (the writer lists the staged tree itself; a failure is traced back to
+# the path by a second walk)
+mkdir -p "$M/sub/deeper"
+echo victim >"$M/sub/deeper/victim"
+spool=$(ls -d "$WORK"/.keep.sqfs.spool.* | head -n1)
+vino=$(stat -c %i "$M/sub/deeper/victim")
+if [[ -f $spool/data/$vino ]]; then
+	mv "$spool/data/$vino" "$WORK/victim.data"
+	expect_exit 1 "/sub/deeper/victim: opening: No such file" "$SEAL" --keep "$M"
+	mv "$WORK/victim.data" "$spool/data/$vino"
+	"$SEAL" --keep --quiet "$M" && ok "seal once the data is back" || fail "seal with the data back"
+else
+	fail "no spool file $spool/data/$vino for sub/deeper/victim"
+fi
+rm -r "$M/sub"
 
 # --- unmount seals the later changes ---
 echo third >"$M/c"

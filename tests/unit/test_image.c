@@ -27,6 +27,7 @@
 #include "sqw/compressor.h"
 #include "sqw/image.h"
 #include "sqw/tree.h"
+#include "sqw/tree_i.h"
 #include "util/util.h"
 
 #define KiB 1024u
@@ -1828,6 +1829,55 @@ static void test_dedup_holes(void **state)
 	sqw_tree_destroy(t);
 }
 
+/*
+ * Many duplicates of files with holes: each takes the hole count of the
+ * file it matches, while that table grows under the copying.
+ */
+static void test_dedup_holes_many(void **state)
+{
+	enum { N = 64, SBS = 4096 };
+	struct spec s[2 * N];
+	char names[2 * N][8];
+	struct sqw_image_opts o;
+	struct out out;
+	sqw_tree_t *t;
+	struct img im;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < N; i++) {
+		uint8_t *d = gen(3 * SBS, 100 + i, 1);
+		struct memfile *m = mf_new();
+
+		m->size = 3 * SBS;
+		mf_add(m, 0, d, SBS);
+		mf_add(m, 2 * SBS, d + 2 * SBS, SBS);
+		snprintf(names[2 * i], sizeof(names[0]), "a%02zu", i);
+		snprintf(names[2 * i + 1], sizeof(names[0]), "b%02zu", i);
+		s[2 * i] = (struct spec)FILE_(names[2 * i], m);
+		s[2 * i + 1] = (struct spec)FILE_(names[2 * i + 1], m);
+	}
+	opts_init(&o, "zstd:1", SBS);
+	t = build(s, 2 * N, 0);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, s, 2 * N, &o);
+	assert_int_equal(out.st.dedup_files, N);
+	img_open(&im, out.data, out.size);
+	for (i = 0; i < 2 * N; i++) {
+		char path[16];
+		const struct rent *r;
+
+		snprintf(path, sizeof(path), "/%.7s", names[i]);
+		r = img_find(&im, path);
+		if (r->ino.sparse != SBS)
+			fail_msg("%s: %llu bytes of holes, want %u", path,
+				 (unsigned long long)r->ino.sparse, SBS);
+	}
+	img_free(&im);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
 /* Tails: identical tails share fragment bytes (always-fragments mode). */
 static void test_tail_dedup(void **state)
 {
@@ -2770,6 +2820,8 @@ static void test_errors(void **state)
 	assert_ptr_equal(out.err.node, must_lookup(t, "b"));
 	sqw_node_path(out.err.node, path, sizeof(path));
 	assert_string_equal(path, "/b");
+	/* The writer names it too, found after the failure by its file number. */
+	assert_string_equal(out.err.path, "/b");
 	out_free(&out);
 
 	bad->fail_read = 0;
@@ -2801,6 +2853,7 @@ static void test_errors(void **state)
 		write_image(t, &ops_holes, &o, &out);
 		assert_int_equal(out.ret, -EOVERFLOW);
 		assert_ptr_equal(out.err.node, must_lookup(t, "dev"));
+		assert_string_equal(out.err.path, "/dev");
 		out_free(&out);
 		sqw_tree_destroy(t);
 	}
@@ -2812,6 +2865,156 @@ static void test_errors(void **state)
 		assert_int_equal(out.ret, -EINVAL);
 		assert_ptr_equal(out.err.node, must_lookup(t, "weird"));
 		out_free(&out);
+		sqw_tree_destroy(t);
+	}
+}
+
+/*
+ * sqw_image_write_walk() with a source of its own: the tree's entries
+ * handed out in reverse, from a copy of each listing.  What the writer
+ * sorts, numbers and writes must not depend on the listing order; a tree
+ * that changes between the passes, a listing or an xattr that fails, must
+ * fail the write and name the place.
+ */
+enum { RW_REVERSE, RW_CHANGE, RW_FAIL_LIST, RW_BAD_XATTR };
+
+struct rwalk {
+	sqw_tree_t *t;
+	int mode;
+	void *target;		/* the directory (or node) the mode acts on */
+	unsigned lists;		/* listings of target so far */
+	struct sqw_entry *e;
+	size_t n, cap;
+};
+
+static int rw_collect(void *arg, const struct sqw_entry *e)
+{
+	struct rwalk *r = arg;
+
+	if (r->n == r->cap) {
+		r->cap = r->cap ? 2 * r->cap : 64;
+		r->e = realloc(r->e, r->cap * sizeof(*r->e));
+		assert_non_null(r->e);
+	}
+	r->e[r->n++] = *e;
+	return 0;
+}
+
+static int rw_root(void *ctx, struct sqw_entry *e)
+{
+	return tree_walk_ops.root(((struct rwalk *)ctx)->t, e);
+}
+
+static int rw_list(void *ctx, void *dir, sqw_entry_fn emit, void *arg)
+{
+	struct rwalk *r = ctx;
+	size_t i, skip = SIZE_MAX;
+	int ret;
+
+	r->n = 0;
+	ret = tree_walk_ops.list(r->t, dir, rw_collect, r);
+	if (ret)
+		return ret;
+	if (dir == r->target && r->mode == RW_FAIL_LIST)
+		return -EIO;
+	/* From the second pass on, the target directory loses a file. */
+	if (dir == r->target && r->mode == RW_CHANGE && ++r->lists >= 2)
+		for (i = 0; i < r->n && skip == SIZE_MAX; i++)
+			if (S_ISREG(r->e[i].a.mode))
+				skip = i;
+	for (i = r->n; i-- > 0;) {
+		struct sqw_entry e = r->e[i];
+
+		if (i == skip)
+			continue;
+		if (r->mode == RW_BAD_XATTR && e.node == r->target)
+			e.has_xattrs = 1;
+		ret = emit(arg, &e);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int rw_xattrs(void *ctx, void *node, sqw_xattr_fn put, void *arg)
+{
+	struct rwalk *r = ctx;
+
+	if (r->mode == RW_BAD_XATTR && node == r->target)
+		return put(arg, "system.posix_acl_access", "x", 1);
+	return tree_walk_ops.xattrs(r->t, node, put, arg);
+}
+
+static const struct sqw_walk_ops rwalk_ops = {
+	.root = rw_root,
+	.list = rw_list,
+	.xattrs = rw_xattrs,
+};
+
+static void write_walk(struct rwalk *r, const struct sqw_image_opts *o, struct out *out)
+{
+	int fd = memfd();
+
+	memset(out, 0, sizeof(*out));
+	out->ret = sqw_image_write_walk(&rwalk_ops, r, &ops_holes, &out->ctx, fd, o,
+					&out->st, &out->err);
+	out->data = slurp(fd, &out->size);
+	close(fd);
+	assert_int_equal(out->ctx.opens, out->ctx.closes);
+}
+
+static void test_walk_source(void **state)
+{
+	struct sqw_image_opts o;
+	struct out ref, out;
+	struct rwalk r;
+	unsigned jobs;
+
+	(void)state;
+	for (jobs = 0; jobs < 3; jobs += 2) {
+		sqw_tree_t *t = build(t1, t1n, 0);
+
+		opts_init(&o, "zstd:3", BS);
+		o.jobs = jobs;
+		write_image(t, &ops_holes, &o, &ref);
+		assert_int_equal(ref.ret, 0);
+		memset(&r, 0, sizeof(r));
+		r.t = t;
+		r.mode = RW_REVERSE;
+		write_walk(&r, &o, &out);
+		assert_int_equal(out.ret, 0);
+		if (out.size != ref.size || memcmp(out.data, ref.data, ref.size))
+			fail_msg("jobs=%u: the walked image differs from the tree's", jobs);
+		assert_memory_equal(&out.st, &ref.st, sizeof(out.st));
+		out_free(&out);
+		out_free(&ref);
+
+		r.mode = RW_CHANGE;
+		r.target = must_lookup(t, "bin");
+		r.lists = 0;
+		write_walk(&r, &o, &out);
+		assert_int_equal(out.ret, -ESTALE);
+		assert_string_equal(out.err.what, "the tree changed during the write");
+		out_free(&out);
+
+		r.mode = RW_FAIL_LIST;
+		r.target = must_lookup(t, "x");
+		write_walk(&r, &o, &out);
+		assert_int_equal(out.ret, -EIO);
+		assert_string_equal(out.err.what, "listing");
+		assert_ptr_equal(out.err.node, r.target);
+		assert_string_equal(out.err.path, "/x");
+		out_free(&out);
+
+		r.mode = RW_BAD_XATTR;
+		r.target = must_lookup(t, "bin/sh");
+		write_walk(&r, &o, &out);
+		assert_int_equal(out.ret, -ENOTSUP);
+		assert_string_equal(out.err.what, "storing xattrs");
+		/* A hard-linked file is named by its first name. */
+		assert_string_equal(out.err.path, "/bin/rsh");
+		out_free(&out);
+		free(r.e);
 		sqw_tree_destroy(t);
 	}
 }
@@ -3013,6 +3216,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_zero_file),
 		cmocka_unit_test(test_dedup),
 		cmocka_unit_test(test_dedup_holes),
+		cmocka_unit_test(test_dedup_holes_many),
 		cmocka_unit_test(test_tail_dedup),
 		cmocka_unit_test(test_tail_dedup_no_empty_fragment),
 		cmocka_unit_test(test_fragments),
@@ -3029,6 +3233,7 @@ int main(void)
 		cmocka_unit_test(test_progress),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_empty_tree),
+		cmocka_unit_test(test_walk_source),
 		cmocka_unit_test_teardown(test_unsquashfs, unsq_cleanup),
 		cmocka_unit_test(test_huge_file),
 	};

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "sqw/image.h"
 #include "sqw/tree.h"
 #include "sqw/tree_i.h"
 
@@ -326,50 +327,118 @@ static void test_remove_many(void **state)
 	sqw_tree_destroy(t);
 }
 
-/* ---- tree_sort (used by the image writer) ---- */
+/* ---- the writer's view (tree_walk_ops) ---- */
 
-static void test_sort(void **state)
+struct listed {
+	struct sqw_entry e[16];
+	char names[16][8];
+	size_t n;
+};
+
+static int collect(void *arg, const struct sqw_entry *e)
 {
-	static const char *const names[] = {
-		"b", "a", "ab", "\xc3\xa9", "B", "a.b", "aa", "z", "\x7f", "0", "a-",
-	};
-	static const char *const sorted[] = {
-		"0", "B", "a", "a-", "a.b", "aa", "ab", "b", "dir", "z", "\x7f",
-		"\xc3\xa9",
-	};
-	sqw_tree_t *t = sqw_tree_create();
-	sqw_node_t *root = sqw_tree_root(t), *d;
+	struct listed *l = arg;
+
+	assert_true(l->n < 16);
+	assert_true(e->len < 8);
+	memcpy(l->names[l->n], e->name, e->len);
+	l->names[l->n][e->len] = '\0';
+	l->e[l->n++] = *e;
+	return 0;
+}
+
+static const struct sqw_entry *listed_find(const struct listed *l, const char *name)
+{
 	size_t i;
 
-	(void)state;
-	for (i = 0; i < 11; i++)
-		add(t, root, names[i], &file_attr);
-	d = add(t, root, "sub", &dir_attr);
-	add(t, d, "y", &file_attr);
-	add(t, d, "x", &file_attr);
-	assert_int_equal(sqw_tree_remove(t, root, "sub", 3), 0);
-	d = add(t, root, "dir", &dir_attr);
-	add(t, d, "y", &file_attr);
-	add(t, d, "x", &file_attr);
-	assert_int_equal(tree_sort(root, &d), 0);
-	assert_int_equal(root->nents, 12);
-	for (i = 0, d = NULL; i < 12; i++) {
-		const struct sqw_dentry *e = root->ents[i];
-		const char *want = sorted[i];
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->names[i], name))
+			return &l->e[i];
+	fail_msg("\"%s\" not listed", name);
+	return NULL;
+}
 
-		if (e->len != strlen(want) || memcmp(e->name, want, e->len))
-			fail_msg("entry %zu is \"%.*s\", want \"%s\"", i, (int)e->len,
-				 e->name, want);
-		assert_int_equal(e->index, i);
-	}
-	d = lookup(t, root, "dir");
-	assert_string_equal(d->ents[0]->name, "x");
-	assert_string_equal(d->ents[1]->name, "y");
-	/* Lookup and remove still work after sorting. */
-	assert_int_equal(sqw_tree_remove(t, root, "a", 1), 0);
-	for (i = 0; i < 12; i++)
-		if (strcmp(sorted[i], "a"))
-			assert_non_null(lookup(t, root, sorted[i]));
+static int stop_at_second(void *arg, const struct sqw_entry *e)
+{
+	(void)e;
+	return ++*(int *)arg == 2 ? -EINTR : 0;
+}
+
+static int count_xattr(void *arg, const char *key, const void *value, size_t size)
+{
+	(void)value;
+	if (!strcmp(key, "user.mime"))
+		assert_int_equal(size, 4);
+	else if (strcmp(key, "security.selinux"))
+		fail_msg("xattr key \"%s\"", key);
+	++*(int *)arg;
+	return 0;
+}
+
+/*
+ * Every live entry once, in any order, with what the writer needs: the
+ * node as identity, sources of files, targets of symlinks, one link value
+ * for the names of a hard-linked file, whether to ask for xattrs.
+ */
+static void test_walk_ops(void **state)
+{
+	sqw_tree_t *t = sqw_tree_create();
+	sqw_node_t *root = sqw_tree_root(t), *d, *f, *g, *l;
+	const struct sqw_entry *e, *h;
+	struct sqw_entry re;
+	struct listed ls = { .n = 0 };
+	static int src_f;
+	int calls = 0;
+
+	(void)state;
+	f = add(t, root, "f", &file_attr);
+	sqw_node_set_source(f, &src_f);
+	assert_int_equal(sqw_node_set_xattr(t, f, "user.mime", "text", 4), 0);
+	assert_int_equal(sqw_node_set_xattr(t, f, "security.selinux", "x", 1), 0);
+	g = add(t, root, "g", &file_attr);
+	d = add(t, root, "dir", &dir_attr);
+	l = add(t, root, "l", &link_attr);
+	assert_int_equal(sqw_tree_link(t, d, "hard", 4, f), 0);
+	add(t, root, "gone", &file_attr);
+	assert_int_equal(sqw_tree_remove(t, root, "gone", 4), 0);
+
+	assert_int_equal(tree_walk_ops.root(t, &re), 0);
+	assert_ptr_equal(re.node, root);
+	assert_true(S_ISDIR(re.a.mode));
+	assert_int_equal(tree_walk_ops.list(t, root, collect, &ls), 0);
+	assert_int_equal(ls.n, 4);
+	e = listed_find(&ls, "f");
+	assert_ptr_equal(e->node, f);
+	assert_ptr_equal(e->src, &src_f);
+	assert_int_equal(e->a.size, 10);
+	assert_true(e->has_xattrs);
+	assert_true(e->link != 0);
+	e = listed_find(&ls, "g");
+	assert_ptr_equal(e->node, g);
+	assert_true(e->link == 0);
+	assert_false(e->has_xattrs);
+	e = listed_find(&ls, "l");
+	assert_ptr_equal(e->node, l);
+	assert_string_equal(e->target, "target");
+	e = listed_find(&ls, "dir");
+	assert_ptr_equal(e->node, d);
+	assert_true(e->link == 0);	/* directories never */
+	assert_int_equal(e->a.uid, 3);
+
+	ls.n = 0;
+	assert_int_equal(tree_walk_ops.list(t, d, collect, &ls), 0);
+	assert_int_equal(ls.n, 1);
+	h = listed_find(&ls, "hard");
+	assert_ptr_equal(h->node, f);
+	e = &ls.e[0];
+	assert_true(h->link == (uint64_t)(uintptr_t)f);
+
+	/* The first non-zero return of emit stops the listing and is returned. */
+	assert_int_equal(tree_walk_ops.list(t, root, stop_at_second, &calls), -EINTR);
+	assert_int_equal(calls, 2);
+	calls = 0;
+	assert_int_equal(tree_walk_ops.xattrs(t, f, count_xattr, &calls), 0);
+	assert_int_equal(calls, 2);
 	sqw_tree_destroy(t);
 }
 
@@ -382,6 +451,9 @@ static void test_unindexed(void **state)
 {
 	sqw_tree_t *t = sqw_tree_create_unindexed();
 	sqw_node_t *root = sqw_tree_root(t), *d, *f, *g, *dup = NULL;
+	static const struct sqw_source_ops no_data = { 0 };
+	struct sqw_image_opts o;
+	struct sqw_error err;
 	static int src_f;
 
 	(void)state;
@@ -400,13 +472,18 @@ static void test_unindexed(void **state)
 	assert_int_equal(f->nlink, 2);
 	assert_int_equal(root->nsubdirs, 1);
 	assert_int_equal(sqw_tree_remove(t, root, "d", 1), -ENOTSUP);
-	assert_int_equal(tree_sort(root, &dup), 0);
 	check_path(f, "/d/f");
 
-	/* Not checked when added: the sort reports it with the node. */
+	/* Not checked when added: the writer's sorted listing reports it. */
 	g = add(t, d, "f", &file_attr);
-	assert_int_equal(tree_sort(root, &dup), -EEXIST);
+	sqw_image_opts_init(&o);
+	o.jobs = 0;
+	assert_int_equal(sqw_comp_config_init(&o.comp, SQW_COMP_GZIP, 131072), 0);
+	assert_int_equal(sqw_image_write(t, &no_data, NULL, -1, &o, NULL, &err), -EEXIST);
+	assert_string_equal(err.what, "name listed twice");
+	dup = (sqw_node_t *)err.node;
 	assert_true(dup == f || dup == g);
+	assert_string_equal(err.path, "/d/f");
 	sqw_tree_destroy(t);
 	/* The source of a hard-linked file is freed once, with the tree. */
 	assert_int_equal(freed_count, 1);
@@ -782,7 +859,7 @@ int main(void)
 		cmocka_unit_test(test_link),
 		cmocka_unit_test(test_remove),
 		cmocka_unit_test(test_remove_many),
-		cmocka_unit_test(test_sort),
+		cmocka_unit_test(test_walk_ops),
 		cmocka_unit_test(test_unindexed),
 		cmocka_unit_test(test_source_types),
 		cmocka_unit_test(test_walk),
