@@ -127,6 +127,12 @@ void sqw_image_opts_init(struct sqw_image_opts *opts);
  * file's block list is counted in 32 bits.
  */
 #define SQW_IDS_MAX 65535
+/*
+ * The most path components an entry may have (the tar reader's limit too):
+ * every walk of a tree is recursive, and such a path is twice PATH_MAX at
+ * least.  Deeper entries fail the write with -ENAMETOOLONG.
+ */
+#define SQW_DEPTH_MAX 4096
 /* The largest file size sqw_image_write accepts with this block size. */
 uint64_t sqw_file_size_max(uint32_t block_size);
 /*

@@ -26,7 +26,7 @@
  * The deepest member name, in components: the tree passes recurse once per
  * level, and a 1 MB pax name could otherwise nest half a million deep.
  */
-#define TAR_MAX_DEPTH 4096
+#define TAR_MAX_DEPTH SQW_DEPTH_MAX
 
 struct tar_ctx {
 	sqw_tree_t *tree;

@@ -26,6 +26,8 @@ struct scan {
 	} *link_ids;
 	size_t nlink_ids, link_cap;
 	struct buf path;	/* relative path of the current entry */
+	unsigned depth;		/* its components */
+	char *target;		/* SQW_SYMLINK_MAX + 2 bytes: not on the stack of every level */
 	char *xbuf;
 	size_t xcap;
 };
@@ -172,7 +174,7 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 	struct sqw_attr a;
 	struct stat st;
 	sqw_node_t *n = NULL;
-	char target[SQW_SYMLINK_MAX + 2];
+	char *target = s->target;
 	int ret = 0;
 
 	if (base && buf_append(&s->path, "/", 1))
@@ -202,7 +204,7 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 		}
 	}
 	if (S_ISLNK(st.st_mode)) {
-		ssize_t l = readlinkat(dirfd, name, target, sizeof(target));
+		ssize_t l = readlinkat(dirfd, name, target, SQW_SYMLINK_MAX + 2);
 
 		if (l < 0) {
 			ret = fail(s, -errno, "readlink");
@@ -245,7 +247,9 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 			ret = fail(s, -errno, "opening directory");
 			goto out;
 		}
+		s->depth++;
 		ret = scan_dir(s, fd, n);
+		s->depth--;
 		close(fd);
 	}
 out:
@@ -280,6 +284,9 @@ static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
 	if (!ret && errno)
 		ret = fail(s, -errno, "reading directory");
 	closedir(d);
+	/* Its entries would have one component more than it. */
+	if (!ret && names.len && s->depth >= SQW_DEPTH_MAX)
+		ret = fail(s, -ENAMETOOLONG, "nested more than 4096 levels deep");
 	for (off = 0; !ret && off < names.len; off += strlen((char *)names.data + off) + 1)
 		ret = scan_entry(s, dirfd, (char *)names.data + off, dir);
 	buf_free(&names);
@@ -297,6 +304,9 @@ int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 
 	if (fstat(ds->rootfd, &st))
 		return fail(&s, -errno, "stat");
+	s.target = malloc(SQW_SYMLINK_MAX + 2);
+	if (!s.target)
+		return fail(&s, -ENOMEM, "allocating");
 	a = attr_of(&st);
 	sqw_node_set_attr(sqw_tree_root(tree), &a);
 	ret = keep_xattrs ? read_xattrs(&s, ds->rootfd, ".", sqw_tree_root(tree)) : 0;
@@ -305,6 +315,7 @@ int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 	u64map_free(&s.links);
 	free(s.link_ids);
 	buf_free(&s.path);
+	free(s.target);
 	free(s.xbuf);
 	return ret;
 }

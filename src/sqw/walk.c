@@ -79,6 +79,10 @@ int walk_list(struct writer *w, const struct went *d, size_t depth, struct wlist
 	for (i = 1; i < l->n && !w->finding; i++)
 		if (went_cmp(&l->p[i - 1], &l->p[i]) == 0)
 			return writer_fail(w, -EEXIST, "name listed twice", l->p[i]->e.node);
+	/* Its entries would have depth + 1 components. */
+	if (l->n && depth >= SQW_DEPTH_MAX && !w->finding)
+		return writer_fail(w, -ENAMETOOLONG, "nested more than 4096 levels deep",
+				   l->p[0]->e.node);
 	/* Every pass must see the tree the first one numbered. */
 	if (w->numbering) {
 		if (array_reserve((void **)&w->dirs_seen, &w->dirs_cap, seq + 1,

@@ -626,25 +626,44 @@ static int apply_batch(struct stage *s, const uint8_t *p, size_t len)
 }
 
 /* Mark what a walk from the root reaches, counting links and parents. */
-static void reach(struct snode *dir, uint64_t pass)
+/*
+ * Count the links of everything reachable from root, directory by
+ * directory from a list rather than by recursion: a staged tree may be
+ * nested deeper than any thread's stack.  -ENOMEM.
+ */
+static int reach(struct snode *root, uint64_t pass)
 {
-	size_t k;
+	struct snode **todo = NULL;
+	size_t n = 0, cap = 0, k;
 	struct sdirent *d;
+	int ret = 0;
 
-	for (k = 0; k < dir->nslots; k++) {
-		for (d = dir->tab[k]; d; d = d->next) {
-			struct snode *n = d->node;
+	if (array_reserve((void **)&todo, &cap, 1, sizeof(*todo)))
+		return -ENOMEM;
+	todo[n++] = root;
+	while (n && !ret) {
+		struct snode *dir = todo[--n];
 
-			n->links++;
-			if (n->sqw_pass == pass)
-				continue;
-			n->sqw_pass = pass;
-			if (S_ISDIR(n->mode)) {
-				n->parent = dir;
-				reach(n, pass);
+		for (k = 0; k < dir->nslots && !ret; k++) {
+			for (d = dir->tab[k]; d; d = d->next) {
+				struct snode *c = d->node;
+
+				c->links++;
+				if (c->sqw_pass == pass)
+					continue;
+				c->sqw_pass = pass;
+				if (!S_ISDIR(c->mode))
+					continue;
+				c->parent = dir;
+				ret = array_reserve((void **)&todo, &cap, n + 1, sizeof(*todo));
+				if (ret)
+					break;
+				todo[n++] = c;
 			}
 		}
 	}
+	free(todo);
+	return ret;
 }
 
 /*
@@ -652,7 +671,7 @@ static void reach(struct snode *dir, uint64_t pass)
  * just before a crash) go; link counts come from a walk from the root; what
  * the walk does not reach is dropped with its data.
  */
-static void settle(struct stage *s, uint64_t *dropped)
+static int settle(struct stage *s, uint64_t *dropped)
 {
 	size_t i, k;
 	struct snode *n, *next;
@@ -687,7 +706,9 @@ static void settle(struct stage *s, uint64_t *dropped)
 	s->root->links = 1;
 	s->root->parent = s->root;
 	s->root->sqw_pass = s->pass;
-	reach(s->root, s->pass);
+	/* A partial count would drop what the walk did not get to. */
+	if (reach(s->root, s->pass))
+		return -ENOMEM;
 	for (i = 0; i < s->islots; i++) {
 		for (n = s->itab[i]; n; n = next) {
 			next = n->hnext;
@@ -700,6 +721,7 @@ static void settle(struct stage *s, uint64_t *dropped)
 			stage_node_drop(s, n);
 		}
 	}
+	return 0;
 }
 
 /* Data files nothing names any more: left by a crash before their entry. */
@@ -809,7 +831,9 @@ int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st)
 		close(fd);
 		if (ret)
 			goto fail;
-		settle(s, &st->dropped);
+		ret = settle(s, &st->dropped);
+		if (ret)
+			goto fail;
 		sweep_data(s);
 		/* Start a clean journal from the recovered tree. */
 		j->fd = -1;

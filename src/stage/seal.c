@@ -146,7 +146,8 @@ static int path_push(struct seal_ctx *c, const struct sdirent *d)
 	return 0;
 }
 
-static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qdir)
+static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qdir,
+		     unsigned depth)
 {
 	size_t i, base = c->plen;
 	struct sdirent *d;
@@ -154,6 +155,9 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 	sqw_node_t *q;
 	int ret;
 
+	/* The seal would refuse it (check_tree): no rehearsal either. */
+	if (dir->nents && depth >= SQW_DEPTH_MAX)
+		return fail(c, "nested too deeply");
 	for (i = 0; i < dir->nslots; i++) {
 		for (d = dir->tab[i]; d; d = d->next) {
 			struct snode *n = d->node;
@@ -186,7 +190,7 @@ static int build_dir(struct seal_ctx *c, const struct snode *dir, sqw_node_t *qd
 				*slot = (uint64_t)(uintptr_t)q;
 			if (S_ISREG(n->mode))
 				sqw_node_set_source(q, (void *)(uintptr_t)n->ino);
-			if (S_ISDIR(n->mode) && build_dir(c, n, q))
+			if (S_ISDIR(n->mode) && build_dir(c, n, q, depth + 1))
 				return -1;
 		}
 	}
@@ -263,11 +267,25 @@ static const struct sqw_walk_ops stage_walk_ops = {
 	.xattrs = walk_xattrs,
 };
 
-/* A file still open for writing would change under the seal: name the first. */
-static int check_open(struct seal_ctx *c, const struct snode *dir)
+/*
+ * A file still open for writing would change under the seal, and an entry
+ * nested deeper than the writer walks cannot be written: name the first.
+ */
+static int check_tree(struct seal_ctx *c, const struct snode *dir, unsigned depth)
 {
 	size_t i, base = c->plen;
 	struct sdirent *d;
+
+	if (dir->nents && depth >= SQW_DEPTH_MAX) {
+		d = NULL;
+		for (i = 0; !d && i < dir->nslots; i++)
+			d = dir->tab[i];
+		if (path_push(c, d))
+			return -1;
+		return fail(c, "%s: nested more than %d levels deep (SquashFS tools and "
+			    "the kernel could not use its path); move it up and seal again",
+			    c->path, SQW_DEPTH_MAX);
+	}
 
 	for (i = 0; i < dir->nslots; i++) {
 		for (d = dir->tab[i]; d; d = d->next) {
@@ -280,7 +298,7 @@ static int check_open(struct seal_ctx *c, const struct snode *dir)
 			if (S_ISREG(n->mode))
 				return fail(c, "%s: still open for writing; close it and seal again",
 					    c->path);
-			if (check_open(c, n))
+			if (check_tree(c, n, depth + 1))
 				return -1;
 			c->plen = base;
 		}
@@ -347,7 +365,7 @@ sqw_tree_t *stage_tree_rehearsal(struct stage *s)
 	if (c.tree) {
 		attr_of(s->root, &a);
 		sqw_node_set_attr(sqw_tree_root(c.tree), &a);
-		if (build_dir(&c, s->root, sqw_tree_root(c.tree))) {
+		if (build_dir(&c, s->root, sqw_tree_root(c.tree), 0)) {
 			sqw_tree_destroy(c.tree);
 			c.tree = NULL;
 		}
@@ -377,7 +395,7 @@ int stage_seal(struct stage *s, char **out)
 	}
 	stage_bg_pause(s);
 	wait_writers(s);
-	if (check_open(&c, s->root))
+	if (check_tree(&c, s->root, 0))
 		goto fail;
 	ret = cli_publish_open(&pub, s->image);
 	if (ret) {

@@ -13,7 +13,9 @@
 #   - sizes: sparse files of 4 GiB - 1, 4 GiB and 4 GiB + 1 with real bytes
 #     at the end; beyond 16 TiB, truncate, write and fallocate fail with EFBIG;
 #   - a directory of 100 000 entries, 1 000 nested directories (a path longer
-#     than PATH_MAX), a 64 KiB xattr value (larger: E2BIG from the kernel).
+#     than PATH_MAX), a 64 KiB xattr value (larger: E2BIG from the kernel);
+#   - entries nested past 4096 levels fail the seal with their path, and the
+#     daemon and the staged tree stay.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -250,6 +252,29 @@ if os.getxattr(x, "user.x") != val:
     print("FAIL: 64 KiB xattr reads back wrong", file=sys.stderr); bad = 1
 sys.exit(bad)
 EOF
+
+# --- nested past what the writer walks: the seal names it, nothing is lost -------
+py "4097 levels" "$M" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+os.mkdir("toodeep", dir_fd=fd)
+for i in range(4097):
+    nfd = os.open("toodeep" if i == 0 else "a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+    os.mkdir("a", dir_fd=fd)
+os.close(fd)
+EOF
+rc=0
+out=$("$SEAL" --keep "$M" 2>&1) || rc=$?
+if ((rc == 1)) && grep -q "nested more than 4096 levels deep" <<<"$out"; then
+	ok "seal of a tree nested 4098 levels: exit 1, ${out: -140}"
+else
+	fail "seal of a tree nested 4098 levels: exit $rc: ${out:0:300}"
+fi
+mountpoint -q "$M" && ok "still mounted after the refused seal" || fail "the refused seal lost the mount"
+# The daemon goes on; the tree is removed (rm walks it by fds) and the seal works.
+rm -rf -- "$M/toodeep" && ok "the deep tree removed" || fail "removing the deep tree"
 
 if ! out=$("$SEAL" --json "$M" 2>&1); then
 	# Still mounted: the cleanup stops the daemon.

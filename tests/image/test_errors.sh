@@ -2,8 +2,9 @@
 # test_errors.sh SQFS_PACK
 #
 # Usage errors exit 2 with a message naming the option; packing failures exit 1
-# with a message naming the cause, never crash, never leave a partial image or
-# a temporary file, and never touch an existing image.  Signals during packing
+# with a message naming the cause (also for trees nested past 4096 levels),
+# never crash, never leave a partial image or a temporary file, and never
+# touch an existing image.  Signals during packing
 # leave no partial image (SIGINT/SIGTERM/SIGHUP: no temp file either; SIGKILL:
 # a temp file may remain, the target is unchanged).
 set -euo pipefail
@@ -181,6 +182,50 @@ expect_rc 1 "ENOSPC, --tar" && expect_msg "No space left on device" "ENOSPC, --t
 	log "ok: [ENOSPC, --tar] $ERR"
 nothing_left "$S/tiny" "ENOSPC, --tar"
 umount_quiet "$S/tiny"
+
+# --- deep trees: a directory per level, a clear error past 4096 levels ---------------
+section "deep trees"
+# mkdeep DIR LEVELS [FILE]: DIR/a/a/.../a, LEVELS directories, FILE at the bottom.
+mkdeep() {
+	"$PYTHON3" - "$@" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+for _ in range(int(sys.argv[2])):
+    os.mkdir("a", dir_fd=fd)
+    nfd = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+if len(sys.argv) > 3:
+    f = os.open(sys.argv[3], os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(f, b"at the bottom\n")
+    os.close(f)
+PY
+}
+# 2040 levels and a file (a path within PATH_MAX): a scan that kept a
+# symlink buffer on the stack of every level crashed here.
+mkdir -p "$S/deep2k" "$S/deep4k" "$S/deep4k1"
+mkdeep "$S/deep2k" 2040 f
+run "$SQFS_PACK" -q -c lz4 "$S/deep2k" "$S/out/deep2k.sqfs"
+if expect_rc 0 "2040 levels"; then
+	n=$(unsquashfs -l "$S/out/deep2k.sqfs" | grep -c '^squashfs-root') || true
+	if ((n == 2042)); then
+		log "ok: [2040 levels] packed, unsquashfs lists $n paths"
+	else
+		fail "[2040 levels] unsquashfs lists $n paths, want 2042"
+	fi
+	rm -f -- "$S/out/deep2k.sqfs"
+fi
+# 4096 components is the deepest path the writer takes; one more fails.
+mkdeep "$S/deep4k" 4096
+run "$SQFS_PACK" -q -c lz4 "$S/deep4k" "$S/out/deep4k.sqfs"
+expect_rc 0 "4096 levels" && log "ok: [4096 levels] packed"
+rm -f -- "$S/out/deep4k.sqfs"
+mkdeep "$S/deep4k1" 4097
+run "$SQFS_PACK" -q -c lz4 "$S/deep4k1" "$S/out/deep4k1.sqfs"
+expect_rc 1 "4097 levels" && expect_msg "nested more than 4096 levels deep" "4097 levels" &&
+	log "ok: [4097 levels] ${ERR: -120}"
+nothing_left "$S/out" "4097 levels"
+rm -rf -- "$S/deep2k" "$S/deep4k" "$S/deep4k1"
 
 # --- signals ------------------------------------------------------------------------
 section "signals during packing"
