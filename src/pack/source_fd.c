@@ -2,7 +2,9 @@
 /* File data from the source directory, opened by path when packed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "pack/pack.h"
@@ -30,9 +32,51 @@ int fd_source_openat(int dirfd, const char *name, void **handle)
 	return 0;
 }
 
+/*
+ * A path longer than the kernel takes in one call (a tree deeper than
+ * PATH_MAX, which the scan walks by directory fds): open it a component at
+ * a time, never following a symbolic link.
+ */
+static int open_long(int rootfd, const char *path, void **handle)
+{
+	int fd = rootfd, ret;
+	const char *p = path, *slash;
+	char name[SQW_NAME_MAX + 1];
+
+	while ((slash = strchr(p, '/'))) {
+		size_t len = (size_t)(slash - p);
+		int next;
+
+		if (len > SQW_NAME_MAX) {
+			ret = -ENAMETOOLONG;
+			goto out;
+		}
+		memcpy(name, p, len);
+		name[len] = '\0';
+		next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0) {
+			ret = -errno;
+			goto out;
+		}
+		if (fd != rootfd)
+			close(fd);
+		fd = next;
+		p = slash + 1;
+	}
+	ret = fd_source_openat(fd, p, handle);
+out:
+	if (fd != rootfd)
+		close(fd);
+	return ret;
+}
+
 static int fd_open(void *ctx, void *src, void **handle)
 {
-	return fd_source_openat(((struct dir_source *)ctx)->rootfd, src, handle);
+	int rootfd = ((struct dir_source *)ctx)->rootfd;
+
+	if (strlen(src) >= PATH_MAX)
+		return open_long(rootfd, src, handle);
+	return fd_source_openat(rootfd, src, handle);
 }
 
 int fd_source_read(void *handle, uint64_t off, void *buf, size_t len)
