@@ -159,12 +159,15 @@ struct sqw_error {
 /*
  * A tree the writer reads directory by directory instead of holding a model
  * of it (sqfs-stage seals its staged tree this way, without a copy).  Each
- * directory is listed once per pass (three times), so the tree must not
- * change during the write, and every pointer handed out (names, targets)
- * must stay valid until sqw_image_write_walk() returns.
+ * directory is listed once per pass (three times) and keeps only names and
+ * nodes while it is walked; the rest of an entry is asked for with get()
+ * when a pass needs it.  The tree must not change during the write, and
+ * every pointer handed out (names, targets) must stay valid until
+ * sqw_image_write_walk() returns.
  */
 struct sqw_entry {
-	const char *name;	/* len bytes, no '/' or NUL; not "." or ".." */
+	const char *name;	/* len bytes and a NUL, no '/' or NUL in them;
+				 * not "." or ".." (list() only) */
 	size_t len;
 	struct sqw_attr a;
 	const char *target;	/* symlinks: NUL-terminated */
@@ -188,6 +191,8 @@ struct sqw_walk_ops {
 	int (*list)(void *ctx, void *dir, sqw_entry_fn emit, void *arg);
 	/* Each xattr of node ("user.", "trusted." or "security." keys). */
 	int (*xattrs)(void *ctx, void *node, sqw_xattr_fn put, void *arg);
+	/* The entry of node as list() gives it, but for name and len. */
+	int (*get)(void *ctx, void *node, struct sqw_entry *e);
 };
 
 int sqw_image_write_walk(const struct sqw_walk_ops *walk, void *walk_ctx,

@@ -736,42 +736,45 @@ static int tail_hash_reserve(struct writer *w)
  * Files in canonical order (as number() listed them: a hard-linked file at
  * its first name), directory by directory for the fragment levels.
  */
-static int data_dir(struct writer *w, const struct went *d, size_t depth,
-		    unsigned level, size_t *next)
+static int data_dir(struct writer *w, void *dir, size_t depth, unsigned level,
+		    size_t *next)
 {
 	unsigned sub = level + 1 < FRAG_LEVELS ? level + 1 : level;
+	struct sqw_entry e;
 	struct wlist *l;
 	size_t i;
 	int ret;
 
-	ret = walk_list(w, d, depth, &l);
+	ret = walk_list(w, dir, depth, &l);
 	if (ret)
 		return ret;
 	for (i = 0; i < l->n; i++) {
-		const struct went *c = l->p[i];
+		void *node = l->e[i].node;
 
-		if (S_ISDIR(c->e.a.mode)) {
-			ret = data_dir(w, c, depth + 1, sub, next);
+		ret = walk_get(w, node, &e);
+		if (ret)
+			return ret;
+		if (S_ISDIR(e.a.mode)) {
+			ret = data_dir(w, node, depth + 1, sub, next);
 			if (!ret && sub != level)
 				ret = pend_move(w, &w->pend[sub], &w->pend[level]);
 			if (ret)
 				return ret;
 			continue;
 		}
-		if (!S_ISREG(c->e.a.mode))
+		if (!S_ISREG(e.a.mode))
 			continue;
-		if (c->e.link) {
-			struct wlink *k = walk_link(w, &c->e);
+		if (e.link) {
+			struct wlink *k = walk_link(w, &e);
 
 			if (!k)
-				return writer_fail(w, -ENOMEM, "allocating", c->e.node);
+				return writer_fail(w, -ENOMEM, "allocating", node);
 			if (k->seen == w->pass)
 				continue;
 			k->seen = w->pass;
 		}
-		if (*next >= w->nfiles || w->files[*next].size != c->e.a.size)
-			return writer_fail(w, -ESTALE, "the tree changed during the write",
-					   c->e.node);
+		if (*next >= w->nfiles || w->files[*next].size != e.a.size)
+			return writer_fail(w, -ESTALE, "the tree changed during the write", node);
 		ret = file_write(w, *next, level);
 		if (ret)
 			return ret;
@@ -810,7 +813,7 @@ int data_write(struct writer *w)
 		return writer_fail(w, -ENOMEM, "allocating", NULL);
 	w->pass++;
 	w->dir_next = 0;
-	ret = data_dir(w, &w->root, 0, 0, &i);
+	ret = data_dir(w, w->root.node, 0, 0, &i);
 	if (!ret && i != w->nfiles)
 		ret = writer_fail(w, -ESTALE, "the tree changed during the write", NULL);
 	if (!ret)
@@ -850,6 +853,11 @@ int data_write(struct writer *w)
 			return writer_fail(w, -ENOMEM, "allocating", NULL);
 	}
 	w->st->fragments = w->frag_count;
+	/* What only this pass needs goes before the inode pass lists again. */
+	idxmap_free(&w->tail_hash);
+	u64map_free(&w->file_hash);
+	u64map_free(&w->size_count);
+	u64map_free(&w->tail_count);
 	return 0;
 }
 

@@ -9,7 +9,7 @@
 #define DIR_RUN_MAX 256
 #define DIR_DELTA_MAX 32767
 
-static int dir_type(uint32_t mode)
+uint8_t dir_entry_type(uint32_t mode)
 {
 	switch (mode & S_IFMT) {
 	case S_IFDIR: return 1;
@@ -23,7 +23,7 @@ static int dir_type(uint32_t mode)
 }
 
 static int index_add(struct writer *w, struct wdir *dir, uint32_t at,
-		     const struct went *first, const void *node)
+		     const char *name, size_t len, const void *node)
 {
 	struct sqw_dir_index *d;
 	int ret = array_reserve((void **)&dir->index, &dir->index_cap, dir->nindex + 1,
@@ -34,8 +34,8 @@ static int index_add(struct writer *w, struct wdir *dir, uint32_t at,
 	d = &dir->index[dir->nindex++];
 	d->index = at;
 	d->start_block = meta_writer_block(w->dirs);
-	d->name_len = (uint32_t)first->e.len;
-	d->name = first->e.name;
+	d->name_len = (uint32_t)len;
+	d->name = name;
 	return 0;
 }
 
@@ -51,31 +51,29 @@ int dir_write_listing(struct writer *w, const struct wlist *l, struct wdir *dir,
 	dir->offset = meta_writer_offset(w->dirs);
 
 	while (i < l->n) {
-		const struct went *first = l->p[i];
-		uint32_t base = first->ino, block = (uint32_t)(first->ref >> 16);
+		uint32_t base = l->ino[i], block = (uint32_t)(l->ref[i] >> 16);
+		size_t first_len = strlen(l->e[i].name);
 		uint32_t run_bytes = 12;
 		size_t j = i, k;
 		uint8_t hdr[12];
 
 		/* How many entries share this header. */
 		while (j < l->n && j - i < DIR_RUN_MAX) {
-			const struct went *d = l->p[j];
-			int64_t delta = (int64_t)d->ino - base;
+			int64_t delta = (int64_t)l->ino[j] - base;
+			size_t len = j == i ? first_len : strlen(l->e[j].name);
 
-			if ((uint32_t)(d->ref >> 16) != block ||
+			if ((uint32_t)(l->ref[j] >> 16) != block ||
 			    delta > DIR_DELTA_MAX || delta < -DIR_DELTA_MAX)
 				break;
 			/* Large listings: an index point at least every 8 KiB. */
-			if (j > i && listed + run_bytes + 8 + d->e.len - last_index >
-				     SQW_META_SIZE)
+			if (j > i && listed + run_bytes + 8 + len - last_index > SQW_META_SIZE)
 				break;
-			run_bytes += 8 + (uint32_t)d->e.len;
+			run_bytes += 8 + (uint32_t)len;
 			j++;
 		}
-		if (i > 0 && listed + 12 + 8 + first->e.len - last_index >
-				     SQW_META_SIZE) {
+		if (i > 0 && listed + 12 + 8 + first_len - last_index > SQW_META_SIZE) {
 			/* This header is past 8 KiB since the last point. */
-			ret = index_add(w, dir, listed, first, node);
+			ret = index_add(w, dir, listed, l->e[i].name, first_len, node);
 			if (ret)
 				return ret;
 			last_index = listed;
@@ -85,16 +83,16 @@ int dir_write_listing(struct writer *w, const struct wlist *l, struct wdir *dir,
 		put_le32(hdr + 8, base);
 		ret = meta_writer_append(w->dirs, hdr, 12);
 		for (k = i; k < j && !ret; k++) {
-			const struct went *d = l->p[k];
+			size_t len = strlen(l->e[k].name);
 			uint8_t e[8];
 
-			put_le16(e, (uint16_t)(d->ref & 0xffff));
-			put_le16(e + 2, (uint16_t)(int16_t)((int64_t)d->ino - base));
-			put_le16(e + 4, (uint16_t)dir_type(d->e.a.mode));
-			put_le16(e + 6, (uint16_t)(d->e.len - 1));
+			put_le16(e, (uint16_t)(l->ref[k] & 0xffff));
+			put_le16(e + 2, (uint16_t)(int16_t)((int64_t)l->ino[k] - base));
+			put_le16(e + 4, l->type[k]);
+			put_le16(e + 6, (uint16_t)(len - 1));
 			ret = meta_writer_append(w->dirs, e, 8);
 			if (!ret)
-				ret = meta_writer_append(w->dirs, d->e.name, d->e.len);
+				ret = meta_writer_append(w->dirs, l->e[k].name, len);
 		}
 		if (ret)
 			return writer_fail(w, ret, "allocating", node);

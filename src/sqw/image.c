@@ -36,9 +36,9 @@ static void count_node(struct writer *w, uint32_t mode)
 	}
 }
 
-static int file_add(struct writer *w, const struct went *c)
+static int file_add(struct writer *w, const struct sqw_entry *e)
 {
-	uint64_t size = c->e.a.size, *v;
+	uint64_t size = e->a.size, *v;
 	struct wfile *f;
 	int isnew;
 
@@ -47,7 +47,7 @@ static int file_add(struct writer *w, const struct went *c)
 		return -ENOMEM;
 	f = &w->files[w->nfiles++];
 	memset(f, 0, sizeof(*f));
-	f->src = c->e.src;
+	f->src = e->src;
 	f->size = size;
 	if (size == 0)
 		return 0;
@@ -69,29 +69,33 @@ static int file_add(struct writer *w, const struct went *c)
  * Pass 1: children numbered before their directory, root last; regular
  * files listed in that order; directories' numbers kept in pre-order.
  */
-static int number(struct writer *w, struct went *d, size_t depth)
+static int number(struct writer *w, void *dir, size_t depth)
 {
 	size_t seq = w->dir_next, i;
+	struct sqw_entry e;
 	struct wlist *l;
 	int ret;
 
-	ret = walk_list(w, d, depth, &l);
+	ret = walk_list(w, dir, depth, &l);
 	if (ret)
 		return ret;
 	for (i = 0; i < l->n; i++) {
-		struct went *c = l->p[i];
+		void *node = l->e[i].node;
 		struct wlink *k = NULL;
 
-		if (S_ISDIR(c->e.a.mode)) {
-			ret = number(w, c, depth + 1);
+		ret = walk_get(w, node, &e);
+		if (ret)
+			return ret;
+		if (S_ISDIR(e.a.mode)) {
+			ret = number(w, node, depth + 1);
 			if (ret)
 				return ret;
 			continue;
 		}
-		if (c->e.link) {
-			k = walk_link(w, &c->e);
+		if (e.link) {
+			k = walk_link(w, &e);
 			if (!k)
-				return writer_fail(w, -ENOMEM, "allocating", c->e.node);
+				return writer_fail(w, -ENOMEM, "allocating", node);
 			if (k->seen == w->pass) {
 				k->nlink++;
 				continue;
@@ -100,18 +104,17 @@ static int number(struct writer *w, struct went *d, size_t depth)
 			k->nlink = 1;
 		}
 		if (w->ninodes == UINT32_MAX - 1)
-			return writer_fail(w, -EOVERFLOW, "too many inodes", c->e.node);
-		c->ino = ++w->ninodes;
+			return writer_fail(w, -EOVERFLOW, "too many inodes", node);
+		++w->ninodes;
 		if (k)
-			k->ino = c->ino;
-		count_node(w, c->e.a.mode);
-		if (S_ISREG(c->e.a.mode) && file_add(w, c))
-			return writer_fail(w, -ENOMEM, "allocating", c->e.node);
+			k->ino = w->ninodes;
+		count_node(w, e.a.mode);
+		if (S_ISREG(e.a.mode) && file_add(w, &e))
+			return writer_fail(w, -ENOMEM, "allocating", node);
 	}
 	if (w->ninodes == UINT32_MAX - 1)
-		return writer_fail(w, -EOVERFLOW, "too many inodes", d->e.node);
-	d->ino = ++w->ninodes;
-	w->dirs_seen[seq].ino = d->ino;
+		return writer_fail(w, -EOVERFLOW, "too many inodes", dir);
+	w->dirs_seen[seq].ino = ++w->ninodes;
 	count_node(w, S_IFDIR);
 	return 0;
 }
@@ -136,11 +139,22 @@ static int export_add(struct writer *w, uint32_t ino, uint64_t ref, const void *
 	return ret ? writer_fail(w, ret, "allocating", node) : 0;
 }
 
-/* Pass 3: inodes and listings in the same order (d's ino and ref filled). */
-static int write_dir(struct writer *w, struct went *d, size_t depth,
-		     uint32_t parent_ino, struct wpos *pos)
+/* Room in l for what the inode pass adds to each entry. */
+static int list_extend(struct wlist *l)
+{
+	if (array_reserve((void **)&l->ino, &l->ino_cap, l->n, sizeof(*l->ino)) ||
+	    array_reserve((void **)&l->ref, &l->ref_cap, l->n, sizeof(*l->ref)) ||
+	    array_reserve((void **)&l->type, &l->type_cap, l->n, sizeof(*l->type)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Pass 3: inodes and listings in the same order; dir's number and ref out. */
+static int write_dir(struct writer *w, void *dir, size_t depth, uint32_t parent_ino,
+		     struct wpos *pos, uint32_t *ino_out, uint64_t *ref_out)
 {
 	size_t seq = w->dir_next, i;
+	struct sqw_entry e;
 	uint32_t ino;
 	struct wdir wd;
 	struct winode in;
@@ -148,42 +162,48 @@ static int write_dir(struct writer *w, struct went *d, size_t depth,
 	int ret;
 
 	memset(&wd, 0, sizeof(wd));
-	ret = walk_list(w, d, depth, &l);
+	ret = walk_list(w, dir, depth, &l);
 	if (ret)
 		return ret;
+	if (list_extend(l))
+		return writer_fail(w, -ENOMEM, "allocating", dir);
 	ino = w->dirs_seen[seq].ino;
 	for (i = 0; i < l->n; i++) {
-		struct went *c = l->p[i];
+		void *node = l->e[i].node;
 		struct wlink *k = NULL;
 
-		if (S_ISDIR(c->e.a.mode)) {
+		ret = walk_get(w, node, &e);
+		if (ret)
+			goto out;
+		l->type[i] = dir_entry_type(e.a.mode);
+		if (S_ISDIR(e.a.mode)) {
 			wd.nsubdirs++;
-			ret = write_dir(w, c, depth + 1, ino, pos);
+			ret = write_dir(w, node, depth + 1, ino, pos, &l->ino[i], &l->ref[i]);
 			if (ret)
 				goto out;
 			continue;
 		}
-		if (c->e.link) {
-			k = walk_link(w, &c->e);
+		if (e.link) {
+			k = walk_link(w, &e);
 			if (!k) {
-				ret = writer_fail(w, -ENOMEM, "allocating", c->e.node);
+				ret = writer_fail(w, -ENOMEM, "allocating", node);
 				goto out;
 			}
 			if (k->seen == w->pass) {
-				c->ino = k->ino;
-				c->ref = k->ref;
+				l->ino[i] = k->ino;
+				l->ref[i] = k->ref;
 				continue;
 			}
 			k->seen = w->pass;
 		}
 		memset(&in, 0, sizeof(in));
-		in.e = c;
-		in.ino = c->ino = ++pos->ino;
+		in.e = &e;
+		in.ino = ++pos->ino;
 		in.nlink = k ? k->nlink : 1;
-		if (S_ISREG(c->e.a.mode)) {
-			if (pos->file >= w->nfiles || w->files[pos->file].size != c->e.a.size) {
+		if (S_ISREG(e.a.mode)) {
+			if (pos->file >= w->nfiles || w->files[pos->file].size != e.a.size) {
 				ret = writer_fail(w, -ESTALE, "the tree changed during the write",
-						  c->e.node);
+						  node);
 				goto out;
 			}
 			in.f = &w->files[pos->file++];
@@ -191,29 +211,33 @@ static int write_dir(struct writer *w, struct went *d, size_t depth,
 		ret = inode_write(w, &in);
 		if (ret)
 			goto out;
-		c->ref = in.ref;
+		l->ino[i] = in.ino;
+		l->ref[i] = in.ref;
 		if (k)
 			k->ref = in.ref;
-		ret = export_add(w, c->ino, c->ref, c->e.node);
+		ret = export_add(w, in.ino, in.ref, node);
 		if (ret)
 			goto out;
 	}
-	ret = dir_write_listing(w, l, &wd, d->e.node);
+	ret = dir_write_listing(w, l, &wd, dir);
+	if (!ret)
+		ret = walk_get(w, dir, &e);
 	if (ret)
 		goto out;
 	wd.parent_ino = parent_ino;
 	memset(&in, 0, sizeof(in));
-	in.e = d;
-	in.ino = d->ino = ++pos->ino;
+	in.e = &e;
+	in.ino = ++pos->ino;
 	if (in.ino != ino) {
-		ret = writer_fail(w, -ESTALE, "the tree changed during the write", d->e.node);
+		ret = writer_fail(w, -ESTALE, "the tree changed during the write", dir);
 		goto out;
 	}
 	in.d = &wd;
 	ret = inode_write(w, &in);
-	d->ref = in.ref;
+	*ino_out = in.ino;
+	*ref_out = in.ref;
 	if (!ret)
-		ret = export_add(w, d->ino, d->ref, d->e.node);
+		ret = export_add(w, in.ino, in.ref, dir);
 out:
 	free(wd.index);
 	return ret;
@@ -246,11 +270,15 @@ static int export_write(struct writer *w, uint64_t *start)
 static int tables_write(struct writer *w, struct sqw_super *sb)
 {
 	struct wpos pos = { 0 };
+	uint64_t root_ref = 0;
+	uint32_t root_ino;
 	int ret;
 
+	/* The inode table starts here and is drained into the image as it grows. */
+	sb->inode_table_start = w->out.pos;
 	w->pass++;
 	w->dir_next = 0;
-	ret = write_dir(w, &w->root, 0, 0, &pos);
+	ret = write_dir(w, w->root.node, 0, 0, &pos, &root_ino, &root_ref);
 	if (ret)
 		return ret;
 	ret = meta_writer_flush(w->inodes);
@@ -258,8 +286,8 @@ static int tables_write(struct writer *w, struct sqw_super *sb)
 		ret = meta_writer_flush(w->dirs);
 	if (ret)
 		return writer_fail(w, ret, "writing metadata", NULL);
-	sb->root_inode = w->root.ref;
-	ret = table_write_stream(&w->out, &w->inodes->out, &sb->inode_table_start);
+	sb->root_inode = root_ref;
+	ret = meta_writer_drain(w->inodes, &w->out);
 	if (!ret)
 		ret = table_write_stream(&w->out, &w->dirs->out,
 					 &sb->directory_table_start);
@@ -339,7 +367,9 @@ static void writer_cleanup(struct writer *w)
 	free(w->ids);
 	for (i = 0; i < w->nlists; i++) {
 		free(w->lists[i]->e);
-		free(w->lists[i]->p);
+		free(w->lists[i]->ino);
+		free(w->lists[i]->ref);
+		free(w->lists[i]->type);
 		free(w->lists[i]);
 	}
 	free(w->lists);
@@ -406,18 +436,18 @@ int sqw_image_write_walk(const struct sqw_walk_ops *walk, void *walk_ctx,
 		return writer_fail(&w, ret, "creating the compressor", NULL);
 	opt_len = sqw_comp_config_options(&opts->comp, opt);
 
-	ret = walk->root(walk_ctx, &w.root.e);
+	ret = walk->root(walk_ctx, &w.root);
 	if (ret) {
 		writer_fail(&w, ret, "listing", NULL);
 		goto out;
 	}
-	if (!S_ISDIR(w.root.e.a.mode)) {
+	if (!S_ISDIR(w.root.a.mode)) {
 		ret = writer_fail(&w, -ENOTDIR, "the root is not a directory", NULL);
 		goto out;
 	}
 	w.pass++;
 	w.numbering = 1;
-	ret = number(&w, &w.root, 0);
+	ret = number(&w, w.root.node, 0);
 	w.numbering = 0;
 	if (ret)
 		goto out;

@@ -2,6 +2,8 @@
 /* Encoding inodes into the inode table (format: squashfs-format.md §5). */
 #include "sqw/writer_i.h"
 
+#define INODE_DRAIN (256u << 10)
+
 enum {
 	INO_DIR = 1, INO_FILE, INO_SYMLINK, INO_BLKDEV, INO_CHRDEV, INO_FIFO,
 	INO_SOCKET,
@@ -45,7 +47,7 @@ static int encode_rdev(uint64_t rdev, uint32_t *out)
 
 int inode_write(struct writer *w, struct winode *in)
 {
-	const struct sqw_entry *e = &in->e->e;
+	const struct sqw_entry *e = in->e;
 	const struct sqw_attr *a = &e->a;
 	const struct wfile *f = in->f;
 	const struct wdir *d = in->d;
@@ -200,5 +202,17 @@ int inode_write(struct writer *w, struct winode *in)
 	}
 	in->ref = meta_writer_ref(w->inodes);
 	ret = meta_writer_append(w->inodes, b->data, len);
-	return ret ? writer_fail(w, ret, "allocating", e->node) : 0;
+	if (ret)
+		return writer_fail(w, ret, "allocating", e->node);
+	/*
+	 * The inode table comes first after the data, and nothing else is
+	 * written while it grows: it goes to the image as it fills instead of
+	 * being held (3.4 MB for a million files).
+	 */
+	if (w->inodes->out.len >= INODE_DRAIN) {
+		ret = meta_writer_drain(w->inodes, &w->out);
+		if (ret)
+			return writer_fail(w, ret, "writing the image", NULL);
+	}
+	return 0;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "sqw/meta_writer.h"
+#include "sqw/outfile.h"
 
 void meta_writer_init(struct meta_writer *mw, sqw_compressor_t *cmp)
 {
@@ -38,6 +39,17 @@ int meta_writer_flush(struct meta_writer *mw)
 	buf_append(&mw->out, hdr, 2);
 	buf_append(&mw->out, payload, len);
 	mw->fill = 0;
+	return 0;
+}
+
+int meta_writer_drain(struct meta_writer *mw, struct outfile *o)
+{
+	int ret = outfile_append(o, mw->out.data, mw->out.len);
+
+	if (ret)
+		return ret;
+	mw->drained += mw->out.len;
+	mw->out.len = 0;
 	return 0;
 }
 

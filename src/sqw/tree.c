@@ -622,10 +622,18 @@ static int walk_xattrs(void *ctx, void *node, sqw_xattr_fn put, void *arg)
 	return ret;
 }
 
+static int walk_get(void *ctx, void *node, struct sqw_entry *e)
+{
+	(void)ctx;
+	entry_of(node, NULL, e);
+	return 0;
+}
+
 const struct sqw_walk_ops tree_walk_ops = {
 	.root = walk_root,
 	.list = walk_list,
 	.xattrs = walk_xattrs,
+	.get = walk_get,
 };
 
 void sqw_node_path(const sqw_node_t *n, char *buf, size_t size)

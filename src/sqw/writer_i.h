@@ -63,18 +63,27 @@ struct wlink {
 	uint32_t seen;			/* == the pass's mark once met in it */
 };
 
-/* An entry of a directory being walked. */
+/*
+ * An entry of a directory being walked: what sorting needs and no more (a
+ * directory of a million entries is listed whole); the rest of it comes
+ * from the source's get() when a pass needs it.
+ */
 struct went {
-	struct sqw_entry e;
-	uint32_t ino;
-	uint64_t ref;
+	const char *name;		/* NUL-terminated */
+	void *node;
 };
 
-/* One directory's listing (one per depth, reused); p: sorted by name. */
+/*
+ * One directory's listing, sorted by name (one per depth, reused).  The
+ * inode pass adds each entry's inode number, reference and listing type.
+ */
 struct wlist {
 	struct went *e;
-	struct went **p;
-	size_t n, cap, pcap;
+	size_t n, cap;
+	uint32_t *ino;
+	uint64_t *ref;
+	uint8_t *type;
+	size_t ino_cap, ref_cap, type_cap;
 };
 
 /* Where a directory's listing went, for its inode. */
@@ -104,7 +113,7 @@ struct writer {
 	/* canonical order */
 	struct wlist **lists;		/* [depth] */
 	size_t nlists;
-	struct went root;
+	struct sqw_entry root;
 	struct wfile *files;
 	size_t nfiles, files_cap;
 	uint32_t ninodes;
@@ -180,8 +189,10 @@ static inline int writer_fail_file(struct writer *w, int code, const char *what,
 	return writer_fail(w, code, what, NULL);
 }
 
-/* walk.c: the sorted listing of directory d at depth (valid until the next at that depth). */
-int walk_list(struct writer *w, const struct went *d, size_t depth, struct wlist **out);
+/* walk.c: the sorted listing of directory dir at depth (valid until the next at that depth). */
+int walk_list(struct writer *w, void *dir, size_t depth, struct wlist **out);
+/* The source's entry of node (no name); its errors fail the write. */
+int walk_get(struct writer *w, void *node, struct sqw_entry *e);
 /* The link record of e, made on first use; NULL: out of memory. */
 struct wlink *walk_link(struct writer *w, const struct sqw_entry *e);
 /* After a failure naming a node or a file: fill w->err->path. */
@@ -193,7 +204,7 @@ void data_cleanup(struct writer *w);
 
 /* inode.c: what an inode needs beyond its entry; ref filled. */
 struct winode {
-	const struct went *e;
+	const struct sqw_entry *e;
 	uint32_t ino, nlink;
 	const struct wfile *f;		/* regular files */
 	const struct wdir *d;		/* directories */
@@ -201,9 +212,11 @@ struct winode {
 };
 int inode_write(struct writer *w, struct winode *in);
 
-/* dir_writer.c */
+/* dir_writer.c: the listing of l (its ino, ref and type filled). */
 int dir_write_listing(struct writer *w, const struct wlist *l, struct wdir *d,
 		      const void *node);
+/* The type code of an entry of mode in a listing. */
+uint8_t dir_entry_type(uint32_t mode);
 
 /* id_table.c */
 int id_lookup(struct writer *w, uint32_t id, uint16_t *index);

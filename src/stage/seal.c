@@ -261,10 +261,18 @@ static int walk_xattrs(void *ctx, void *node, sqw_xattr_fn put, void *arg)
 	return 0;
 }
 
+static int walk_get(void *ctx, void *node, struct sqw_entry *e)
+{
+	(void)ctx;
+	entry_of(node, NULL, e);
+	return 0;
+}
+
 static const struct sqw_walk_ops stage_walk_ops = {
 	.root = walk_root,
 	.list = walk_list,
 	.xattrs = walk_xattrs,
+	.get = walk_get,
 };
 
 /*

@@ -2927,13 +2927,21 @@ static int rw_list(void *ctx, void *dir, sqw_entry_fn emit, void *arg)
 
 		if (i == skip)
 			continue;
-		if (r->mode == RW_BAD_XATTR && e.node == r->target)
-			e.has_xattrs = 1;
 		ret = emit(arg, &e);
 		if (ret)
 			return ret;
 	}
 	return 0;
+}
+
+static int rw_get(void *ctx, void *node, struct sqw_entry *e)
+{
+	struct rwalk *r = ctx;
+	int ret = tree_walk_ops.get(r->t, node, e);
+
+	if (r->mode == RW_BAD_XATTR && node == r->target)
+		e->has_xattrs = 1;
+	return ret;
 }
 
 static int rw_xattrs(void *ctx, void *node, sqw_xattr_fn put, void *arg)
@@ -2949,6 +2957,7 @@ static const struct sqw_walk_ops rwalk_ops = {
 	.root = rw_root,
 	.list = rw_list,
 	.xattrs = rw_xattrs,
+	.get = rw_get,
 };
 
 static void write_walk(struct rwalk *r, const struct sqw_image_opts *o, struct out *out)

@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "config.h"
 #include "sqw/compressor.h"
 #include "sqw/meta_writer.h"
+#include "sqw/outfile.h"
 #include "util/util.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -321,6 +324,69 @@ static void run_refs(enum sqw_comp_id id, int random_data)
 	free(lens);
 }
 
+/*
+ * A stream handed to a file as it grows (the inode table): the file ends
+ * up with the bytes an undrained writer holds, and every ref, block and
+ * offset after a drain is the undrained writer's.
+ */
+static void test_drain(void **state)
+{
+	enum { NITEMS = 3000 };
+	struct meta_writer *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+	sqw_compressor_t *c = make_comp_level(SQW_COMP_ZSTD, 1);
+	uint8_t *in = malloc(1u << 20), *got;
+	struct outfile of;
+	size_t i, at = 0, drains = 0;
+	int fd;
+
+	(void)state;
+	if (!sqw_comp_available(SQW_COMP_ZSTD))
+		skip();
+	assert_non_null(in);
+	fill_text(in, 1u << 20);
+	fd = memfd_create("drain", 0);
+	assert_true(fd >= 0);
+	assert_int_equal(outfile_init_mode(&of, fd, 0, 0), 0);
+	meta_writer_init(a, c);
+	meta_writer_init(b, c);
+	for (i = 0; i < NITEMS; i++) {
+		size_t len = 20 + rnd() % 200;
+
+		if (at + len > (1u << 20))
+			at = 0;
+		assert_true(meta_writer_ref(a) == meta_writer_ref(b));
+		assert_int_equal(meta_writer_block(a), meta_writer_block(b));
+		assert_int_equal(meta_writer_offset(a), meta_writer_offset(b));
+		assert_int_equal(meta_writer_append(a, in + at, len), 0);
+		assert_int_equal(meta_writer_append(b, in + at, len), 0);
+		at += len;
+		if (b->out.len >= 4096) {
+			assert_int_equal(meta_writer_drain(b, &of), 0);
+			assert_int_equal(b->out.len, 0);
+			drains++;
+		}
+	}
+	assert_int_equal(meta_writer_flush(a), 0);
+	assert_int_equal(meta_writer_flush(b), 0);
+	assert_int_equal(meta_writer_drain(b, &of), 0);
+	assert_int_equal(outfile_flush(&of), 0);
+	assert_true(drains >= 10);
+	assert_int_equal(b->drained, a->out.len);
+	got = malloc(a->out.len + 1);
+	assert_non_null(got);
+	assert_int_equal(pread_all(fd, got, a->out.len, 0), 0);
+	assert_memory_equal(got, a->out.data, a->out.len);
+	free(got);
+	outfile_cleanup(&of);
+	close(fd);
+	meta_writer_cleanup(a);
+	meta_writer_cleanup(b);
+	sqw_compressor_destroy(c);
+	free(a);
+	free(b);
+	free(in);
+}
+
 static void test_refs_zstd_text(void **state)
 {
 	(void)state;
@@ -474,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_refs_gzip_random),
 		cmocka_unit_test(test_boundary_exact),
 		cmocka_unit_test(test_mixed_blocks),
+		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_compressor_error),
 	};
 

@@ -433,6 +433,16 @@ static void test_walk_ops(void **state)
 	e = &ls.e[0];
 	assert_true(h->link == (uint64_t)(uintptr_t)f);
 
+	/* get(): the same entry without its name. */
+	memset(&re, 0, sizeof(re));
+	assert_int_equal(tree_walk_ops.get(t, f, &re), 0);
+	assert_ptr_equal(re.src, &src_f);
+	assert_true(re.link == h->link);
+	assert_true(re.has_xattrs);
+	assert_null(re.name);
+	assert_int_equal(tree_walk_ops.get(t, l, &re), 0);
+	assert_string_equal(re.target, "target");
+
 	/* The first non-zero return of emit stops the listing and is returned. */
 	assert_int_equal(tree_walk_ops.list(t, root, stop_at_second, &calls), -EINTR);
 	assert_int_equal(calls, 2);
