@@ -77,8 +77,8 @@ static int job_done(struct writer *w, struct bp_job *j)
 			return 0;
 		}
 		/* The first stored block fixes blocks_start; holes add 0. */
-		if (f->blocks_start == UINT64_MAX)
-			f->blocks_start = w->out.pos;
+		if (wfile_blocks_start(w, f) == UINT64_MAX)
+			wfile_set_blocks_start(w, f, w->out.pos);
 	}
 	w->st->blocks++;
 	if (j->size_word & (1u << 24))
@@ -667,8 +667,7 @@ static int file_write(struct writer *w, size_t k, unsigned level)
 
 	n->frag_index = SQW_NO_FRAG;
 	n->frag_offset = 0;
-	n->blocks_start = UINT64_MAX;
-	n->blk = w->nblockw;
+	n->blk = 0;
 	n->same = 0;
 	n->dup = 0;
 	w->st->bytes_in += size;
@@ -694,18 +693,23 @@ static int file_write(struct writer *w, size_t k, unsigned level)
 	if (w->flags & SQW_OPT_REHEARSE) {
 		w->st->progress_bytes += size - size % w->bs;
 	} else {
-		/* A duplicate takes the words of the file it matches: room for new ones only. */
-		if (nblocks > UINT32_MAX - w->nblockw) {
+		/*
+		 * A duplicate takes the words of the file it matches: room for
+		 * new ones only, after two for where its data starts.
+		 */
+		if (nblocks > UINT32_MAX - 2 - w->nblockw) {
 			ret = writer_fail_file(w, -EFBIG, "too many data blocks", k);
 			goto out;
 		}
 		ret = array_reserve((void **)&w->blockw, &w->blockw_cap,
-				    (size_t)w->nblockw + nblocks, sizeof(*w->blockw));
+				    (size_t)w->nblockw + 2 + nblocks, sizeof(*w->blockw));
 		if (ret) {
 			ret = writer_fail_file(w, ret, "allocating", k);
 			goto out;
 		}
-		w->nblockw += nblocks;
+		n->blk = w->nblockw + 2;
+		w->nblockw += 2 + nblocks;
+		wfile_set_blocks_start(w, n, UINT64_MAX);
 		ret = file_blocks(w, k, nblocks, &r);
 	}
 	if (!ret && frag)
@@ -829,8 +833,9 @@ int data_write(struct writer *w)
 	for (i = 0; i < w->nfiles; i++) {
 		struct wfile *n = &w->files[i];
 
-		if (n->blocks_start == UINT64_MAX)
-			n->blocks_start = 0;
+		/* Only holes: the inode says 0 (the duplicates share the words). */
+		if (n->blk && !n->dup && wfile_blocks_start(w, n) == UINT64_MAX)
+			wfile_set_blocks_start(w, n, 0);
 		if (n->same && !n->dup) {
 			const struct wfile *m = &w->files[n->same - 1];
 
@@ -846,7 +851,6 @@ int data_write(struct writer *w)
 			continue;
 		m = &w->files[n->same - 1];
 		n->blk = m->blk;
-		n->blocks_start = m->blocks_start;
 		n->frag_index = m->frag_index;
 		n->frag_offset = m->frag_offset;
 		if (sparse_copy(w, n->same - 1, i))

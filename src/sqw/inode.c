@@ -53,7 +53,7 @@ int inode_write(struct writer *w, struct winode *in)
 	const struct wdir *d = in->d;
 	uint32_t xattr = SQW_NO_XATTR, uid = a->uid, gid = a->gid, rdev, nblocks = 0;
 	const uint32_t *blocks = NULL;
-	uint64_t sparse = 0, *sp;
+	uint64_t sparse = 0, *sp, blocks_start = 0;
 	uint16_t uidx, gidx;
 	int type = basic_type(a->mode), ext, ret;
 	struct buf *b = &w->scratch;
@@ -82,7 +82,8 @@ int inode_write(struct writer *w, struct winode *in)
 	}
 	if (type == INO_FILE) {
 		nblocks = (uint32_t)sqw_file_data_blocks(w->flags, w->bs, f->size);
-		blocks = w->blockw ? w->blockw + f->blk : NULL;
+		blocks = f->blk ? w->blockw + f->blk : NULL;
+		blocks_start = wfile_blocks_start(w, f);
 		sp = u64map_find(&w->sparse, (uint64_t)(f - w->files) + 1);
 		sparse = sp ? *sp : 0;
 	}
@@ -96,7 +97,7 @@ int inode_write(struct writer *w, struct winode *in)
 		break;
 	case INO_FILE:
 		ext = xattr != SQW_NO_XATTR || f->size > UINT32_MAX ||
-		      f->blocks_start > UINT32_MAX || in->nlink > 1 || sparse;
+		      blocks_start > UINT32_MAX || in->nlink > 1 || sparse;
 		len = (ext ? 56 : 32) + 4 * (size_t)nblocks;
 		break;
 	case INO_SYMLINK:
@@ -156,13 +157,13 @@ int inode_write(struct writer *w, struct winode *in)
 		break;
 	case INO_FILE:
 		if (!ext) {
-			put_le32(p + 16, (uint32_t)f->blocks_start);
+			put_le32(p + 16, (uint32_t)blocks_start);
 			put_le32(p + 20, f->frag_index);
 			put_le32(p + 24, f->frag_offset);
 			put_le32(p + 28, (uint32_t)f->size);
 			p += 32;
 		} else {
-			put_le64(p + 16, f->blocks_start);
+			put_le64(p + 16, blocks_start);
 			put_le64(p + 24, f->size);
 			put_le64(p + 32, sparse);
 			put_le32(p + 40, in->nlink);

@@ -48,8 +48,11 @@ struct frag_pend {
 struct wfile {
 	void *src;
 	uint64_t size;
-	uint64_t blocks_start;
-	uint32_t blk;			/* its first size word in w->blockw */
+	/*
+	 * Its first size word in w->blockw, where the two words before hold
+	 * where its data starts (wfile_blocks_start()); 0: no data blocks.
+	 */
+	uint32_t blk;
 	uint32_t frag_index;
 	uint32_t frag_offset : 31;	/* below the block size */
 	uint32_t dup : 1;		/* same is a whole-file duplicate */
@@ -168,6 +171,21 @@ struct writer {
 	struct buf xl_data;		/* its names and values */
 	struct buf scratch;
 };
+
+/* Where f's data blocks start in the image (0 without any). */
+static inline uint64_t wfile_blocks_start(const struct writer *w, const struct wfile *f)
+{
+	if (!f->blk)
+		return 0;
+	return w->blockw[f->blk - 2] | (uint64_t)w->blockw[f->blk - 1] << 32;
+}
+
+static inline void wfile_set_blocks_start(struct writer *w, const struct wfile *f,
+					  uint64_t start)
+{
+	w->blockw[f->blk - 2] = (uint32_t)start;
+	w->blockw[f->blk - 1] = (uint32_t)(start >> 32);
+}
 
 static inline int writer_fail(struct writer *w, int code, const char *what,
 			      const void *node)
