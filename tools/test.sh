@@ -2,7 +2,8 @@
 # The whole test suite from a clean checkout: install what is missing
 # (Debian 12, as root), build, run every meson test suite in each mode.
 #
-#   tools/test.sh                    # every mode, every suite (what CI runs)
+#   tools/test.sh                    # every mode, every suite (what CI runs),
+#                                    # and the normal mode runs tools/demo.sh
 #   tools/test.sh unit               # one suite (unit, image, fuse) in each mode
 #   tools/test.sh --mode=normal      # one mode; --mode=asan,tsan for several
 #   TEST_MODES=normal,asan tools/test.sh image
@@ -127,8 +128,22 @@ run_meson() {
 }
 
 mode_normal() {
+	local rc=0
+
 	setup "$build"
-	run_meson "$build"
+	run_meson "$build" || rc=$?
+	# The README's quick start, as a user runs it (it builds in build/).
+	if [[ ${#suites[@]} -eq 0 ]]; then
+		echo "test.sh: tools/demo.sh (the README's quick start)" >&2
+		if tools/demo.sh >"$build/demo.log" 2>&1; then
+			tail -n 1 "$build/demo.log" >&2
+		else
+			echo "test.sh: tools/demo.sh failed:" >&2
+			tail -n 40 "$build/demo.log" >&2
+			rc=1
+		fi
+	fi
+	return "$rc"
 }
 
 # Under a sanitizer or valgrind every code path still runs, with shorter
