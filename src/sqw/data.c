@@ -31,7 +31,7 @@ static int uses_frag(unsigned flags, uint32_t bs, uint64_t size)
 	return size < bs || (flags & SQW_OPT_ALWAYS_FRAGMENTS);
 }
 
-static int file_uses_frag(const struct writer *w, uint64_t size)
+int file_uses_frag(const struct writer *w, uint64_t size)
 {
 	return uses_frag(w->flags, w->bs, size);
 }
@@ -768,14 +768,11 @@ static int data_dir(struct writer *w, void *dir, size_t depth, unsigned level,
 		}
 		if (!S_ISREG(e.a.mode))
 			continue;
-		if (e.link) {
-			struct wlink *k = walk_link(w, &e);
-
-			if (!k)
-				return writer_fail(w, -ENOMEM, "allocating", node);
-			if (k->seen == w->pass)
-				continue;
-			k->seen = w->pass;
+		ret = walk_first(w, &e, NULL);
+		if (ret <= 0) {
+			if (ret < 0)
+				return ret;
+			continue;
 		}
 		if (*next >= w->nfiles || w->files[*next].size != e.a.size)
 			return writer_fail(w, -ESTALE, "the tree changed during the write", node);

@@ -55,8 +55,7 @@ static int file_add(struct writer *w, const struct sqw_entry *e)
 	if (!v)
 		return -ENOMEM;
 	(*v)++;
-	if (!(w->flags & SQW_OPT_NO_FRAGMENTS) && size % w->bs &&
-	    (size < w->bs || (w->flags & SQW_OPT_ALWAYS_FRAGMENTS))) {
+	if (file_uses_frag(w, size)) {
 		v = u64map_get(&w->tail_count, size % w->bs + 1, &isnew);
 		if (!v)
 			return -ENOMEM;
@@ -92,17 +91,13 @@ static int number(struct writer *w, void *dir, size_t depth)
 				return ret;
 			continue;
 		}
-		if (e.link) {
-			k = walk_link(w, &e);
-			if (!k)
-				return writer_fail(w, -ENOMEM, "allocating", node);
-			if (k->seen == w->pass) {
-				k->nlink++;
-				continue;
-			}
-			k->seen = w->pass;
-			k->nlink = 1;
-		}
+		ret = walk_first(w, &e, &k);
+		if (ret < 0)
+			return ret;
+		if (k)
+			k->nlink++;	/* every name counts */
+		if (!ret)
+			continue;
 		if (w->ninodes == UINT32_MAX - 1)
 			return writer_fail(w, -EOVERFLOW, "too many inodes", node);
 		++w->ninodes;
@@ -183,18 +178,13 @@ static int write_dir(struct writer *w, void *dir, size_t depth, uint32_t parent_
 				goto out;
 			continue;
 		}
-		if (e.link) {
-			k = walk_link(w, &e);
-			if (!k) {
-				ret = writer_fail(w, -ENOMEM, "allocating", node);
-				goto out;
-			}
-			if (k->seen == w->pass) {
-				l->ino[i] = k->ino;
-				l->ref[i] = k->ref;
-				continue;
-			}
-			k->seen = w->pass;
+		ret = walk_first(w, &e, &k);
+		if (ret < 0)
+			goto out;
+		if (!ret) {	/* a later name: the inode is written */
+			l->ino[i] = k->ino;
+			l->ref[i] = k->ref;
+			continue;
 		}
 		memset(&in, 0, sizeof(in));
 		in.e = &e;

@@ -96,7 +96,7 @@ int walk_get(struct writer *w, void *node, struct sqw_entry *e)
 	return 0;
 }
 
-struct wlink *walk_link(struct writer *w, const struct sqw_entry *e)
+static struct wlink *walk_link(struct writer *w, const struct sqw_entry *e)
 {
 	uint64_t *v;
 	int isnew;
@@ -114,6 +114,25 @@ struct wlink *walk_link(struct writer *w, const struct sqw_entry *e)
 	return &w->links[*v - 1];
 }
 
+int walk_first(struct writer *w, const struct sqw_entry *e, struct wlink **out)
+{
+	struct wlink *k = NULL;
+
+	if (e->link) {
+		k = walk_link(w, e);
+		if (!k)
+			return writer_fail(w, -ENOMEM, "allocating", e->node);
+	}
+	if (out)
+		*out = k;
+	if (!k || k->seen != w->pass) {
+		if (k)
+			k->seen = w->pass;
+		return 1;
+	}
+	return 0;
+}
+
 /* After a failure: the path of the inode it names, for the message. */
 static int find_path(struct writer *w, void *dir, size_t depth, struct buf *path,
 		     size_t *file)
@@ -127,7 +146,6 @@ static int find_path(struct writer *w, void *dir, size_t depth, struct buf *path
 		return -1;
 	for (i = 0; i < l->n; i++) {
 		const struct went *c = &l->e[i];
-		struct wlink *k;
 		int hit;
 
 		path->len = base;
@@ -137,11 +155,11 @@ static int find_path(struct writer *w, void *dir, size_t depth, struct buf *path
 			return -1;
 		hit = w->err->node && c->node == w->err->node;
 		if (!hit && S_ISREG(e.a.mode) && w->err_file) {
-			k = e.link ? walk_link(w, &e) : NULL;
-			if (k && k->seen == w->pass)
+			ret = walk_first(w, &e, NULL);
+			if (ret < 0)
+				return -1;
+			if (!ret)
 				continue;
-			if (k)
-				k->seen = w->pass;
 			hit = *file == (size_t)w->err_file - 1;
 			++*file;
 		}

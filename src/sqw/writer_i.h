@@ -211,13 +211,19 @@ static inline int writer_fail_file(struct writer *w, int code, const char *what,
 int walk_list(struct writer *w, void *dir, size_t depth, struct wlist **out);
 /* The source's entry of node (no name); its errors fail the write. */
 int walk_get(struct writer *w, void *node, struct sqw_entry *e);
-/* The link record of e, made on first use; NULL: out of memory. */
-struct wlink *walk_link(struct writer *w, const struct sqw_entry *e);
+/*
+ * Whether this pass meets e's inode for the first time (1) or met it under
+ * another name already (0), or -ENOMEM; *k (if k) gets its link record,
+ * NULL for an inode of one name.
+ */
+int walk_first(struct writer *w, const struct sqw_entry *e, struct wlink **k);
 /* After a failure naming a node or a file: fill w->err->path. */
 void walk_error_path(struct writer *w);
 
 /* data.c */
 int data_write(struct writer *w);
+/* The file's tail goes into a fragment block (the flags' rule). */
+int file_uses_frag(const struct writer *w, uint64_t size);
 void data_cleanup(struct writer *w);
 
 /* inode.c: what an inode needs beyond its entry; ref filled. */
