@@ -25,6 +25,13 @@
 # first.  (3 gave 13 min 10 s against 13 min 26 s on a clean clone: the
 # longest test, test_rootfs, slows down next to two others.)
 #
+# FUSE over io_uring (Linux 6.14+) is offered only when the fuse module's
+# parameter enable_uring is Y.  The normal and tsan modes run the FUSE
+# suites with it on (requests through the daemon's rings and their threads),
+# asan with it off (through /dev/fuse, as on a kernel without it); the
+# parameter gets its old value back at the end.  test_uring covers both
+# ways in every mode.  TEST_FUSE_URING=keep leaves the parameter alone.
+#
 # Environment: BUILD_DIR (normal build, default build-test; the others add
 # -asan, -tsan, -fuzz), TEST_MODES, TEST_JOBS, FUZZ_SECONDS, FUZZ_CC,
 # TSAN_FSX_OPS (fsx operations per file in the tsan mode, 6000),
@@ -75,6 +82,20 @@ suite_args=()
 for s in "${meson_suites[@]}"; do suite_args+=(--suite "$s"); done
 
 tools/deps.sh
+
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+uring_old=
+if [[ ${TEST_FUSE_URING-} != keep && -w $URING_PARAM ]]; then
+	uring_old=$(cat "$URING_PARAM")
+	trap 'echo "$uring_old" >"$URING_PARAM"' EXIT
+fi
+# fuse_uring Y|N: for this mode's mounts.
+fuse_uring() {
+	if [[ -n $uring_old ]]; then
+		echo "$1" >"$URING_PARAM"
+		echo "test.sh: fuse enable_uring=$1" >&2
+	fi
+}
 
 build=${BUILD_DIR:-build-test}
 NPROC=${TEST_JOBS:-2}
@@ -131,6 +152,7 @@ mode_normal() {
 	local rc=0
 
 	setup "$build"
+	fuse_uring Y
 	run_meson "$build" || rc=$?
 	# The README's quick start, as a user runs it (it builds in build/).
 	if [[ ${#suites[@]} -eq 0 ]]; then
@@ -159,6 +181,7 @@ export_short_load() {
 mode_asan() {
 	local dir=$build-asan rc=0
 	setup "$dir" -Db_sanitize=address,undefined -Db_lundef=false
+	fuse_uring N
 	new_sanlogs
 	( export_short_load
 	# abort_on_error=0: exit with a status (not SIGABRT, no core file);
@@ -173,6 +196,7 @@ mode_asan() {
 mode_tsan() {
 	local dir=$build-tsan rc=0
 	setup "$dir" -Db_sanitize=thread
+	fuse_uring Y
 	new_sanlogs
 	( export_short_load
 	# Each of fsx's calls is a FUSE round trip into an instrumented daemon:

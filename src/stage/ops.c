@@ -115,8 +115,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 	conn->max_write = STAGE_IO_SIZE;
 	conn->time_gran = 1;
-	/* With passthrough, writes rarely come here, and a spliced request would pass our hook by. */
-	if ((conn->capable & FUSE_CAP_SPLICE_READ) && !stage_pt_wanted(s))
+	/*
+	 * With passthrough, writes rarely come here, and a spliced request
+	 * would pass our hook by; with rings, requests come through them.
+	 */
+	if ((conn->capable & FUSE_CAP_SPLICE_READ) && !stage_pt_wanted(s) &&
+	    !stage_pt_ring_wanted(s))
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	conn->want &= ~FUSE_CAP_POSIX_ACL;
 	/*
@@ -136,6 +140,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	lock(s);
 	stage_bg_queue_all(s);
 	unlock(s);
+	ret = stage_spare_start(s);
+	if (ret)
+		stage_log(s, LOG_WARNING, "no spool files made ahead (%s)", strerror(-ret));
 }
 
 static void op_destroy(void *userdata)
@@ -144,6 +151,8 @@ static void op_destroy(void *userdata)
 	char *msg = NULL;
 	int ret = 0;
 
+	/* Before anything removes the spool, and the seal needs no spares. */
+	stage_spare_stop(s);
 	lock(s);
 	if (s->gen != s->sealed_gen) {
 		ret = stage_seal(s, &msg);
@@ -409,7 +418,9 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (S_ISREG(mode)) {
 		snprintf(sname, sizeof(sname), "%llu", (unsigned long long)n->ino);
-		fd = openat(s->datafd, sname, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+		fd = stage_spare_take(s, n->ino);
+		if (fd < 0)
+			fd = openat(s->datafd, sname, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			err = errno;
 			stage_maybe_free(s, n);
@@ -1339,7 +1350,7 @@ static void status_request(fuse_req_t req, size_t size)
 		       "\"busy\": %d, \"stored_blocks\": %llu, \"stored_bytes\": %llu, "
 		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu, "
 		       "\"rehearsals\": %llu, \"rehearsal_current\": %s, "
-		       "\"prepacked_fragments\": %llu}",
+		       "\"prepacked_fragments\": %llu, \"uring_requests\": %llu}",
 		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
 		       (unsigned long long)st.queued_bytes, st.busy,
 		       (unsigned long long)st.stored_blocks,
@@ -1349,7 +1360,8 @@ static void status_request(fuse_req_t req, size_t size)
 		       (unsigned long long)stage_pt_opens(s),
 		       (unsigned long long)st.rehearsals,
 		       st.rehearsal_current ? "true" : "false",
-		       (unsigned long long)st.stored_frags);
+		       (unsigned long long)st.stored_frags,
+		       (unsigned long long)stage_uring_served(s));
 	unlock(s);
 	reply_value(req, buf, (size_t)len, size);
 }

@@ -22,6 +22,10 @@
  *
  * The kernel wants one backing file per inode while any file of it is open,
  * so the id lives in a per-inode entry counted by open handles.
+ *
+ * The same hooks carry FUSE over io_uring (uring.c): the INIT reply asks for
+ * it when the kernel offers it, and every answer leaves through out(), which
+ * gives an answer to a ring request back to its ring.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +43,7 @@
 #define PT_INIT_EXT (1u << 30)			/* flags: flags2 is valid */
 #define PT_WRITEBACK_CACHE (1u << 16)
 #define PT_FLAG2_PASSTHROUGH (1u << (37 - 32))	/* FUSE_PASSTHROUGH */
+#define PT_FLAG2_OVER_IO_URING (1u << (41 - 32))	/* 7.42: see uring.c */
 #define PT_FOPEN_PASSTHROUGH (1u << 7)
 /* The only other open flags the kernel accepts with it (no KEEP_CACHE). */
 #define PT_FOPEN_ALLOWED ((1u << 0) | (1u << 5) | (1u << 6))	/* DIRECT_IO, NOFLUSH, PARALLEL_DW */
@@ -73,6 +78,8 @@ struct pt_out_header {
 #define INIT_IN_FLAGS 12	/* fuse_init_in: major, minor, readahead, flags, flags2 */
 #define INIT_IN_FLAGS2 16
 #define INIT_OUT_FLAGS 12
+#define INIT_OUT_MAX_WRITE 20
+#define INIT_OUT_MAX_PAGES 28
 #define INIT_OUT_FLAGS2 32
 #define INIT_OUT_STACK 36
 #define OPEN_OUT_SIZE 16	/* fh, open_flags, backing_id */
@@ -93,6 +100,7 @@ struct stage_pt {
 	int fd;			/* /dev/fuse */
 	int offered;		/* the kernel offered FUSE_PASSTHROUGH */
 	int on;			/* we asked for it; cleared when the kernel refuses */
+	int ring_offered;	/* ... and FUSE_OVER_IO_URING */
 	uint64_t init_unique;
 	uint64_t opens;		/* answered in passthrough */
 	struct ptn *tab[PT_SLOTS];
@@ -103,57 +111,90 @@ static __thread uint64_t cur_unique;
 static __thread uint32_t cur_opcode;
 static __thread int cur_backing;
 
-static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
+void stage_pt_note_request(struct stage *s, const void *buf, size_t len)
 {
-	struct stage *s = userdata;
 	struct stage_pt *pt = s->pt;
-	ssize_t r = read(fd, buf, len);
 	const struct pt_in_header *h = buf;
 
 	cur_backing = 0;
-	if (r < (ssize_t)sizeof(*h))
-		return r;
+	if (!pt || len < sizeof(*h))
+		return;
 	cur_unique = h->unique;
 	cur_opcode = h->opcode;
-	if (h->opcode == OP_INIT && (size_t)r >= sizeof(*h) + INIT_IN_FLAGS2 + 4) {
+	if (h->opcode == OP_INIT && len >= sizeof(*h) + INIT_IN_FLAGS2 + 4) {
 		uint32_t flags, flags2;
 
 		memcpy(&flags, (const char *)buf + sizeof(*h) + INIT_IN_FLAGS, 4);
 		memcpy(&flags2, (const char *)buf + sizeof(*h) + INIT_IN_FLAGS2, 4);
 		pt->init_unique = h->unique;
 		pt->offered = (flags & PT_INIT_EXT) && (flags2 & PT_FLAG2_PASSTHROUGH);
+		pt->ring_offered = (flags & PT_INIT_EXT) && (flags2 & PT_FLAG2_OVER_IO_URING);
 	}
+}
+
+static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t r = read(fd, buf, len);
+
+	if (r >= 0)
+		stage_pt_note_request(userdata, buf, (size_t)r);
+	else
+		cur_backing = 0;
 	return r;
 }
 
-/* Set the passthrough fields in a copy of the reply's argument. */
-static ssize_t send_patched(int fd, struct iovec *iov, int count, int init, int32_t id)
+/* Every answer leaves here: through the ring it came by, or /dev/fuse. */
+static ssize_t out(struct stage *s, int fd, struct iovec *iov, int count)
 {
+	ssize_t r;
+
+	if (stage_uring_reply(s, iov, count, &r))
+		return r;
+	return writev(fd, iov, count);
+}
+
+int stage_pt_ring_wanted(const struct stage *s)
+{
+	return s->pt && s->pt->ring_offered && !s->no_uring;
+}
+
+/* Set the passthrough and io_uring fields in a copy of the reply's argument. */
+static ssize_t send_patched(struct stage *s, int fd, struct iovec *iov, int count, int init,
+			    int32_t id)
+{
+	struct stage_pt *pt = s->pt;
 	struct iovec v[8];
 	char arg[256];
-	uint32_t x;
+	uint32_t x, max_write, ring = 0;
+	uint16_t max_pages;
+	ssize_t r;
 
 	if (count != 2 || iov[1].iov_len > sizeof(arg))
-		return writev(fd, iov, count);
+		return out(s, fd, iov, count);
 	memcpy(arg, iov[1].iov_base, iov[1].iov_len);
 	if (init) {
 		if (iov[1].iov_len < INIT_OUT_STACK + 4)
-			return writev(fd, iov, count);
+			return out(s, fd, iov, count);
 		memcpy(&x, arg + INIT_OUT_FLAGS, 4);
 		if (x & PT_WRITEBACK_CACHE)
-			return writev(fd, iov, count);
+			return out(s, fd, iov, count);
 		x |= PT_INIT_EXT;
 		memcpy(arg + INIT_OUT_FLAGS, &x, 4);
 		memcpy(&x, arg + INIT_OUT_FLAGS2, 4);
-		x |= PT_FLAG2_PASSTHROUGH;
+		if (pt->on && pt->offered) {
+			x |= PT_FLAG2_PASSTHROUGH;
+			memcpy(arg + INIT_OUT_STACK, &(uint32_t){ PT_STACK_DEPTH }, 4);
+		}
+		if (stage_pt_ring_wanted(s)) {
+			x |= PT_FLAG2_OVER_IO_URING;
+			ring = 1;
+		}
 		memcpy(arg + INIT_OUT_FLAGS2, &x, 4);
-		x = PT_STACK_DEPTH;
-		memcpy(arg + INIT_OUT_STACK, &x, 4);
 	} else {
 		char *o = arg + iov[1].iov_len - OPEN_OUT_SIZE;
 
 		if (iov[1].iov_len < OPEN_OUT_SIZE)
-			return writev(fd, iov, count);
+			return out(s, fd, iov, count);
 		memcpy(&x, o + 8, 4);
 		x = (x & PT_FOPEN_ALLOWED) | PT_FOPEN_PASSTHROUGH;
 		memcpy(o + 8, &x, 4);
@@ -162,7 +203,19 @@ static ssize_t send_patched(int fd, struct iovec *iov, int count, int init, int3
 	v[0] = iov[0];
 	v[1].iov_base = arg;
 	v[1].iov_len = iov[1].iov_len;
-	return writev(fd, v, 2);
+	r = out(s, fd, v, 2);
+	/* The rings can only be registered once the kernel has taken the INIT answer. */
+	if (ring && r > 0) {
+		int err;
+
+		memcpy(&max_write, arg + INIT_OUT_MAX_WRITE, 4);
+		memcpy(&max_pages, arg + INIT_OUT_MAX_PAGES, 2);
+		err = stage_uring_start(s, s->se, fd, max_write, max_pages);
+		if (err)
+			stage_log(s, LOG_WARNING, "FUSE over io_uring is off (%s); "
+				  "requests go through /dev/fuse", strerror(-err));
+	}
+	return r;
 }
 
 static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
@@ -173,13 +226,14 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 	int backing = cur_backing;
 
 	if (o->unique != cur_unique || o->error || !o->unique)
-		return writev(fd, iov, count);
+		return out(s, fd, iov, count);
 	cur_backing = 0;
-	if (cur_opcode == OP_INIT && o->unique == pt->init_unique && pt->on && pt->offered)
-		return send_patched(fd, iov, count, 1, 0);
+	if (cur_opcode == OP_INIT && o->unique == pt->init_unique &&
+	    ((pt->on && pt->offered) || stage_pt_ring_wanted(s)))
+		return send_patched(s, fd, iov, count, 1, 0);
 	if (backing > 0 && (cur_opcode == OP_OPEN || cur_opcode == OP_CREATE))
-		return send_patched(fd, iov, count, 0, backing);
-	return writev(fd, iov, count);
+		return send_patched(s, fd, iov, count, 0, backing);
+	return out(s, fd, iov, count);
 }
 
 int stage_pt_attach(struct stage *s, struct fuse_session *se)
@@ -195,7 +249,7 @@ int stage_pt_attach(struct stage *s, struct fuse_session *se)
 		return -ENOMEM;
 	pt->s = s;
 	pt->fd = fuse_session_fd(se);
-	pt->on = 1;
+	pt->on = !s->no_passthrough;
 	s->pt = pt;
 	ret = fuse_session_custom_io(se, &io, pt->fd);
 	if (ret) {

@@ -173,8 +173,11 @@ struct stage {
 	struct stage_pp *pp;	/* with bg: fragment blocks compressed ahead */
 	int no_background;	/* -o no_background */
 	struct stage_jnl *jnl;	/* NULL: no journal (replay in progress) */
-	struct stage_pt *pt;	/* NULL: no passthrough (-o no_passthrough) */
+	struct stage_pt *pt;	/* protocol hooks: passthrough, io_uring */
 	int no_passthrough;
+	struct stage_uring *uring;	/* NULL: requests through /dev/fuse only */
+	struct stage_spare *spare;	/* spool files made ahead (spare.c) */
+	int no_uring;
 	int prepack;		/* -o prepack: rehearsals (prepack.c) */
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
@@ -324,6 +327,33 @@ void stage_pt_sync(struct stage *s, struct snode *n);
 void stage_pt_settled(struct stage *s, struct snode *n);
 /* A handle on n closes (writer: it could write); 1 if it was passthrough. */
 int stage_pt_release(struct stage *s, struct snode *n, int writer);
+/* A request read from the kernel, before it is processed (any thread). */
+void stage_pt_note_request(struct stage *s, const void *buf, size_t len);
+/* The kernel offered FUSE over io_uring and we take it. */
+int stage_pt_ring_wanted(const struct stage *s);
+
+/*
+ * spare.c: spool files for the next inode numbers, made ahead by a helper.
+ * take: the open spare for ino (stage lock held), or -1: make it yourself.
+ */
+struct stage_spare;
+int stage_spare_start(struct stage *s);
+int stage_spare_take(struct stage *s, fuse_ino_t ino);
+void stage_spare_stop(struct stage *s);
+
+/*
+ * uring.c: requests through one io_uring per CPU (Linux 6.14+, fuse module
+ * parameter enable_uring).  Start once the kernel has the INIT answer;
+ * stop after the session loop has ended.
+ */
+struct stage_uring;
+int stage_uring_start(struct stage *s, struct fuse_session *se, int fd,
+		      uint32_t max_write, uint32_t max_pages);
+void stage_uring_stop(struct stage *s);
+/* An answer for a ring entry goes there: 1 and *res, else 0. */
+int stage_uring_reply(struct stage *s, const struct iovec *iov, int count, ssize_t *res);
+/* Requests answered through the rings so far. */
+uint64_t stage_uring_served(const struct stage *s);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops stage_ops;

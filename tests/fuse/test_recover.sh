@@ -8,6 +8,7 @@
 #     operation; the sealed image equals sqfs-pack of the source
 #   - every file a writer closed and fsync'ed before the kill is recovered
 #     with its data and metadata
+#   - spool files made ahead (spares) at the crash are swept
 #   - a seal killed mid-write leaves IMAGE as it was (or absent)
 #   - a journal cut short mid-batch recovers up to the last whole batch
 #   - recovering a spool in use, or a directory that is no spool, fails
@@ -60,10 +61,26 @@ rm "$WORK/m1/copy"
 touch -r "$SRC" "$WORK/m1"
 tree_cmp "$SRC" "$WORK/m1" "staged view before the crash"
 SP=$(spool_of "$IMG")
+# Spool files are made ahead for the next inode numbers (spare.c): some
+# must be there at the crash, and the recovery must sweep them (spool files
+# are named by inode number, which the mount shows).
+find "$WORK/m1" -type f -printf '%i\n' | sort -u >"$WORK/regs"
+ls "$SP/data" | sort >"$WORK/datafiles"
+comm -13 "$WORK/regs" "$WORK/datafiles" >"$WORK/spares"
+if [[ -s $WORK/spares ]]; then
+	ok "$(wc -l <"$WORK/spares") spare spool files at the crash"
+else
+	fail "no spare spool file at the crash"
+fi
 crash "$WORK/m1"
 [[ -e $IMG ]] && fail "an image appeared without a seal"
 stage_mount "$IMG" "$WORK/m1" --recover "$SP" -o $OPTS
 tree_cmp "$SRC" "$WORK/m1" "recovered tree"
+left=0
+while read -r f; do
+	[[ -e $SP/data/$f ]] && left=$((left + 1))
+done <"$WORK/spares"
+((left == 0)) && ok "recovery swept the spares" || fail "recovery left $left spares"
 "$SEAL" --quiet "$WORK/m1" || fail "seal after recovery"
 wait_daemon 0
 sum=$(sha256sum <"$IMG" | cut -d' ' -f1)

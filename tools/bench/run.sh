@@ -42,6 +42,11 @@ Options:
   --out DIR             result directory (default tools/bench/results)
   --build DIR           the meson build directory with the tools (default
                         build-b, then build, in the repository)
+  --fuse-uring on|off|keep
+                        set the fuse module's enable_uring for the run (FUSE
+                        over io_uring, Linux 6.14+; the mounts then take
+                        requests through one ring per CPU), put back after;
+                        default keep: as the machine has it (the header says)
   -h, --help
 
 Modes (every case of every mode is measured the same way: each process runs
@@ -107,6 +112,7 @@ EOF
 # --- options -------------------------------------------------------------------
 CORPUS=generated REPS=3 JOBS=$( [[ $NPROC -gt 1 ]] && echo "1,$NPROC" || echo 1) SCALING_JOBS=$(seq -s, 1 "$NPROC") COMPS=
 MODES=pack,pipeline,fuse,scale,scaling DEBOOTSTRAP=0 TAG= NOTE= OUT=$HERE/results BUILD=
+FUSE_URING=keep
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--corpus) CORPUS=$2; shift ;;
@@ -120,6 +126,7 @@ while [[ $# -gt 0 ]]; do
 	--note) NOTE=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--build) BUILD=$2; shift ;;
+	--fuse-uring) FUSE_URING=$2; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
@@ -129,6 +136,16 @@ die() { printf 'bench: ERROR: %s\n' "$*" >&2; exit 1; }
 log() { printf 'bench [%(%H:%M:%S)T]: %s\n' -1 "$*" >&2; }
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --reps wants a positive number" >&2; exit 2; }
 case $CORPUS in debian|generated) ;; *) echo "run.sh: --corpus debian|generated" >&2; exit 2 ;; esac
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+case $FUSE_URING in
+keep) ;;
+on|off)
+	[[ -w $URING_PARAM ]] || { echo "run.sh: --fuse-uring: $URING_PARAM is missing (Linux 6.14+ with CONFIG_FUSE_IO_URING) or not writable" >&2; exit 2; }
+	URING_OLD=$(cat "$URING_PARAM")
+	[[ $FUSE_URING == on ]] && echo Y >"$URING_PARAM" || echo N >"$URING_PARAM"
+	;;
+*) echo "run.sh: --fuse-uring on|off|keep" >&2; exit 2 ;;
+esac
 for m in ${MODES//,/ }; do
 	case $m in pack|pipeline|fuse|scale|scaling) ;; *) echo "run.sh: unknown mode '$m'" >&2; exit 2 ;; esac
 done
@@ -178,6 +195,7 @@ cleanup() {
 		tail -n 30 "$WORK/daemon.log" >&2
 	fi
 	rm -rf -- "$WORK"
+	[[ -n ${URING_OLD-} ]] && echo "$URING_OLD" >"$URING_PARAM"
 	[[ $rc -ne 0 ]] && log "FAILED (exit $rc)"
 	exit "$rc"
 }
@@ -678,6 +696,7 @@ header() {	# MODE
 	# FUSE round trips cost what waking an idle CPU costs: in a VM, whether
 	# an idle vCPU polls before it halts changes the mount's figures 2-3x.
 	echo "- CPU idle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none), governor $(cat /sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null || cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo none)$([[ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]] && echo ", guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)")"
+	echo "- FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')$([[ $FUSE_URING != keep ]] && echo " (set by --fuse-uring $FUSE_URING)")"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- work dir (images, spools): \`$WORKBASE\` on $(df -T "$WORKBASE" | awk 'NR==2 {print $2, $1}'); tmpfs trees: private tmpfs"
 	echo "- sqfs-stage: \`$(git -C "$REPO" rev-parse HEAD)\`$(git -C "$REPO" diff --quiet HEAD -- src include tools/sqfs-pack tools/sqfs-stage meson.build 2>/dev/null || echo ' (sources modified)'), branch $(git -C "$REPO" rev-parse --abbrev-ref HEAD), build \`$BUILD\` ($(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("buildtype","optimization","b_ndebug")))' 2>/dev/null || echo '?')); $("$PACK" --version 2>&1 | head -n1)"

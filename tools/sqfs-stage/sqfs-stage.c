@@ -46,6 +46,8 @@ static void usage(FILE *f)
 "  -o spool=DIR           where staged data lives (default: beside IMAGE)\n"
 "  -o no_background       compress only at seal, not as files close\n"
 "  -o no_passthrough      file data through the daemon, not kernel passthrough\n"
+"  -o no_uring            requests through /dev/fuse even where the kernel\n"
+"                         offers FUSE over io_uring\n"
 "  -o prepack             compress fragment blocks before the seal, in idle time\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
@@ -113,6 +115,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 	if (!strcmp(k, "no_passthrough") && !val) {
 		p->s->no_passthrough = 1;
+		return 0;
+	}
+	if (!strcmp(k, "no_uring") && !val) {
+		p->s->no_uring = 1;
 		return 0;
 	}
 	if (!strcmp(k, "prepack") && !val) {
@@ -511,8 +517,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: cannot mount %s\n", prog, fo.mountpoint);
 		goto out_signals;
 	}
-	if (!s.no_passthrough && stage_pt_attach(&s, se))
-		fprintf(stderr, "%s: FUSE passthrough is off: cannot hook the session\n", prog);
+	if ((!s.no_passthrough || !s.no_uring) && stage_pt_attach(&s, se))
+		fprintf(stderr, "%s: FUSE passthrough and io_uring are off: cannot hook the "
+			"session\n", prog);
 	if (!fo.foreground)
 		openlog("sqfs-stage", LOG_PID, LOG_USER);
 	if (fuse_daemonize(fo.foreground)) {
@@ -530,6 +537,8 @@ int main(int argc, char **argv)
 		fuse_loop_cfg_destroy(cfg);
 	}
 	(void)ret;
+	/* Before the unmount, whose final seal must have the tree to itself. */
+	stage_uring_stop(&s);
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	fuse_session_destroy(se);	/* runs the final seal (destroy) */

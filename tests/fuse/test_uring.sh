@@ -1,0 +1,172 @@
+#!/bin/bash
+# test_uring.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
+#
+# FUSE over io_uring (Linux 6.14 and later, fuse parameter enable_uring):
+# the daemon takes requests through one ring per CPU.  The test turns the
+# parameter on for its own mounts and puts the old value back.
+#   - the status xattr counts requests answered through the rings, and none
+#     with -o no_uring or with the parameter off;
+#   - the same operations (every request type the stage serves, 1 MiB
+#     writes and reads through the daemon, a 3000-entry directory, xattrs,
+#     devices, hard links, renames, truncation), made from both CPUs at
+#     once, seal to the same bytes through the rings and without them, and
+#     the kernel reads the image back equal to a copy made on ext4/tmpfs;
+#   - SIGTERM ends a daemon whose rings are live, and its image is sealed.
+set -euo pipefail
+# shellcheck source=tests/fuse/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+start_test "$@"
+need_loop
+need_cmd getfattr cmp taskset
+PARAM=/sys/module/fuse/parameters/enable_uring
+MT=1700000000
+OPTS=comp=zstd:3,block_size=64K,mkfs_time=$MT,all_time=$MT,suid,dev
+
+[[ -w $PARAM ]] || skip_or_fail "FUSE over io_uring needs Linux 6.14 with CONFIG_FUSE_IO_URING ($PARAM is missing)"
+OLD=$(cat "$PARAM")
+restore() {
+	local rc=$?
+	echo "$OLD" >"$PARAM" 2>/dev/null || true
+	(exit "$rc")
+	cleanup
+}
+trap restore EXIT
+
+status() { getfattr --only-values -n user.sqfs-stage.status "$1" 2>/dev/null; }
+field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
+# The workload: one process a CPU, each on its own subtree, then a shared
+# big directory from both at once.
+workload() {
+	local root=$1 direct=$2 cpu pids=()
+	for cpu in 0 1; do
+		if ! taskset -c "$cpu" true 2>/dev/null; then
+			cpu=0
+		fi
+		taskset -c "$cpu" python3 - "$root" "$cpu" "$direct" <<'EOF' &
+import os, stat, sys
+root, cpu, direct = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+d = os.path.join(root, "cpu" + cpu)
+os.makedirs(os.path.join(d, "sub", "deep"))
+big = bytes((i * 7 + int(cpu)) % 251 for i in range(1 << 20))
+# read-write opens stay with the daemon: 1 MiB writes and reads as payload
+with open(os.path.join(d, "rw.bin"), "w+b") as f:
+    for i in range(5):
+        f.write(big)
+    f.seek(1 << 20)
+    assert f.read(1 << 20) == big
+    f.truncate(3 * (1 << 20) + 4097)
+# O_DIRECT goes through the daemon too (the reference may not take it)
+fd = os.open(os.path.join(d, "direct.bin"),
+             os.O_CREAT | os.O_WRONLY | (os.O_DIRECT if direct else 0), 0o644)
+import mmap
+m = mmap.mmap(-1, 1 << 20)
+m.write(big)
+os.write(fd, m)
+os.close(fd)
+for i in range(200):
+    with open(os.path.join(d, "sub", "f%03d" % i), "wb") as f:
+        f.write(big[: i * 97])
+os.symlink("sub/f001", os.path.join(d, "link"))
+os.link(os.path.join(d, "sub", "f002"), os.path.join(d, "hard"))
+os.mkfifo(os.path.join(d, "fifo"))
+os.mknod(os.path.join(d, "null"), stat.S_IFCHR | 0o666, os.makedev(1, 3))
+os.chmod(os.path.join(d, "sub", "f003"), 0o4755)
+os.chown(os.path.join(d, "sub", "f004"), 1234, 5678)
+os.setxattr(os.path.join(d, "sub", "f005"), "user.k", b"v" * 300)
+os.setxattr(os.path.join(d, "sub", "f005"), "user.gone", b"x")
+os.removexattr(os.path.join(d, "sub", "f005"), "user.gone")
+assert os.getxattr(os.path.join(d, "sub", "f005"), "user.k") == b"v" * 300
+assert "user.k" in os.listxattr(os.path.join(d, "sub", "f005"))
+os.rename(os.path.join(d, "sub", "f006"), os.path.join(d, "sub", "deep", "moved"))
+os.unlink(os.path.join(d, "sub", "f007"))
+os.truncate(os.path.join(d, "sub", "f008"), 10)
+os.utime(os.path.join(d, "sub", "f009"), (1, 2))
+assert os.readlink(os.path.join(d, "link")) == "sub/f001"
+assert len(os.listdir(os.path.join(d, "sub"))) == 199
+st = os.statvfs(root)
+assert st.f_bsize > 0
+for i in range(1500):
+    open(os.path.join(root, "shared", "c%s-%04d" % (cpu, i)), "w").close()
+EOF
+		pids+=($!)
+	done
+	local p rc=0
+	for p in "${pids[@]}"; do
+		wait "$p" || rc=1
+	done
+	[[ $(find "$root/shared" -type f | wc -l) -eq 3000 ]] || rc=1
+	return $rc
+}
+
+# run_into ROOT [DIRECT]: the shared directory exists before the writers start.
+run_into() {
+	mkdir "$1/shared"
+	workload "$1" "${2-1}"
+}
+
+echo Y >"$PARAM"
+
+# --- 1: through the rings, and with -o no_uring -------------------------
+for mode in uring no_uring; do
+	M=$WORK/m-$mode
+	opts=$OPTS
+	[[ $mode == no_uring ]] && opts+=,no_uring
+	stage_mount "$WORK/$mode.sqfs" "$M" -o "$opts"
+	if run_into "$M"; then ok "$mode: workload"; else fail "$mode: workload"; fi
+	served=$(field "$(status "$M")" uring_requests)
+	if [[ $mode == uring ]]; then
+		if ((served > 1000)); then ok "uring: $served requests through the rings"
+		else fail "uring: only $served requests through the rings"; fi
+	else
+		if ((served == 0)); then ok "no_uring: no request through a ring"
+		else fail "no_uring: $served requests through the rings"; fi
+	fi
+	"$SEAL" -q "$M" || fail "$mode: seal"
+	wait_daemon 0
+done
+if cmp -s "$WORK/uring.sqfs" "$WORK/no_uring.sqfs"; then
+	ok "the rings and /dev/fuse seal the same bytes"
+else
+	fail "images differ between the rings and /dev/fuse"
+fi
+
+# The kernel's view against the same operations on a local file system.
+REF=$WORK/ref
+mkdir -p "$REF"
+run_into "$REF" 0 || fail "reference workload"
+find "$REF" -exec touch -h -d @$MT {} +
+loop_mount "$WORK/uring.sqfs" "$WORK/k"
+tree_cmp "$REF" "$WORK/k" "local copy vs kernel view of the ring-staged image"
+loop_umount "$WORK/k"
+
+# --- 2: the parameter off: no rings, same answers -----------------------
+echo N >"$PARAM"
+M=$WORK/m-off
+stage_mount "$WORK/off.sqfs" "$M" -o "$OPTS"
+run_into "$M" || fail "parameter off: workload"
+served=$(field "$(status "$M")" uring_requests)
+((served == 0)) && ok "parameter off: no ring" || fail "parameter off: $served requests through rings"
+"$SEAL" -q "$M" || fail "parameter off: seal"
+wait_daemon 0
+cmp -s "$WORK/uring.sqfs" "$WORK/off.sqfs" && ok "parameter off: same bytes" ||
+	fail "parameter off: image differs"
+echo Y >"$PARAM"
+
+# --- 3: SIGTERM with live rings ------------------------------------------
+M=$WORK/m-term
+stage_mount "$WORK/term.sqfs" "$M" -o "$OPTS"
+echo data >"$M/file"
+served=$(field "$(status "$M")" uring_requests)
+((served > 0)) || fail "SIGTERM case: the rings are not in use"
+kill -TERM "$DPID"
+wait_daemon 0
+if [[ -s $WORK/term.sqfs ]] && unsquashfs -cat "$WORK/term.sqfs" file 2>/dev/null | grep -qx data; then
+	ok "SIGTERM: daemon ended, image sealed"
+else
+	fail "SIGTERM: no sealed image"
+fi
+mountpoint -q "$M" && fail "SIGTERM: still mounted"
+
+finish
