@@ -1292,9 +1292,11 @@ static void seal_request(fuse_req_t req, size_t size)
 		fuse_reply_xattr(req, 4096);
 		return;
 	}
+	stage_uring_unpin(s);
 	lock(s);
 	ret = stage_seal(s, &msg);
 	unlock(s);
+	stage_uring_repin(s);
 	if (ret) {
 		stage_log(s, LOG_ERR, "seal of %s failed: %s", s->image, msg ? msg : "out of memory");
 		if (asprintf(&val, "error: %s", msg ? msg : "out of memory") < 0)

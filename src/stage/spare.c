@@ -59,6 +59,7 @@ static void *spare_main(void *arg)
 	struct stage_spare *sp = arg;
 	char name[32];
 
+	pthread_setname_np(pthread_self(), "sqfs-spare");
 	pthread_mutex_lock(&sp->lock);
 	while (!sp->stop) {
 		if (sp->ndrop) {

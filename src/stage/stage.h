@@ -354,6 +354,13 @@ void stage_uring_stop(struct stage *s);
 int stage_uring_reply(struct stage *s, const struct iovec *iov, int count, ssize_t *res);
 /* Requests answered through the rings so far. */
 uint64_t stage_uring_served(const struct stage *s);
+/*
+ * A ring's thread is pinned to its CPU, and threads it starts would be too:
+ * around work that starts threads (the seal's pool), unpin it; no-ops on
+ * any other thread.
+ */
+void stage_uring_unpin(struct stage *s);
+void stage_uring_repin(struct stage *s);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops stage_ops;

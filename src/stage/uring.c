@@ -106,6 +106,7 @@ struct stage_uring {
 	int nq;
 	atomic_int stop;
 	atomic_ullong served;	/* requests answered through a ring */
+	cpu_set_t cpus;		/* the process's, for what must not be pinned */
 	struct ur_queue *q;
 };
 
@@ -314,7 +315,10 @@ static void *queue_main(void *arg)
 	int live = UR_ENTRIES, err = 0, reregs = 0, i;
 	struct io_uring_cqe cqe;
 	cpu_set_t set;
+	char name[16];
 
+	snprintf(name, sizeof(name), "sqfs-ring%d", q->qid);
+	pthread_setname_np(pthread_self(), name);
 	/* Off-line or forbidden CPUs send us nothing; the entries must exist all the same. */
 	CPU_ZERO(&set);
 	CPU_SET(q->qid, &set);
@@ -490,6 +494,11 @@ int stage_uring_start(struct stage *s, struct fuse_session *se, int fd,
 		u->payload = max_write;
 	if ((size_t)max_pages * (size_t)page > u->payload)
 		u->payload = (size_t)max_pages * (size_t)page;
+	if (pthread_getaffinity_np(pthread_self(), sizeof(u->cpus), &u->cpus)) {
+		CPU_ZERO(&u->cpus);
+		for (i = 0; i < nq && i < CPU_SETSIZE; i++)
+			CPU_SET(i, &u->cpus);
+	}
 	u->q = calloc((size_t)nq, sizeof(*u->q));
 	if (!u->q) {
 		free(u);
@@ -585,6 +594,26 @@ void stage_uring_stop(struct stage *s)
 	__atomic_store_n(&s->uring, NULL, __ATOMIC_RELEASE);
 	free(u->q);
 	free(u);
+}
+
+void stage_uring_unpin(struct stage *s)
+{
+	struct stage_uring *u = __atomic_load_n(&s->uring, __ATOMIC_ACQUIRE);
+
+	if (u && cur_ent)
+		(void)pthread_setaffinity_np(pthread_self(), sizeof(u->cpus), &u->cpus);
+}
+
+void stage_uring_repin(struct stage *s)
+{
+	struct stage_uring *u = __atomic_load_n(&s->uring, __ATOMIC_ACQUIRE);
+	cpu_set_t set;
+
+	if (!u || !cur_ent)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cur_ent->q->qid, &set);
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
 uint64_t stage_uring_served(const struct stage *s)

@@ -11,7 +11,8 @@
 #     devices, hard links, renames, truncation), made from both CPUs at
 #     once, seal to the same bytes through the rings and without them, and
 #     the kernel reads the image back equal to a copy made on ext4/tmpfs;
-#   - SIGTERM ends a daemon whose rings are live, and its image is sealed.
+#   - SIGTERM ends a daemon whose rings are live, and its image is sealed;
+#   - a seal asked for through a ring starts no thread pinned to its CPU.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -168,5 +169,37 @@ else
 	fail "SIGTERM: no sealed image"
 fi
 mountpoint -q "$M" && fail "SIGTERM: still mounted"
+
+# --- 4: the seal's threads are free to use every CPU ----------------------
+# A ring's thread is pinned to its CPU, and a seal requested through it
+# starts the writer's threads: they must not inherit the pin.
+M=$WORK/m-pin
+stage_mount "$WORK/pin.sqfs" "$M" -o comp=xz:9,block_size=64K,jobs=2,no_background
+# compressible, so that xz works on it for a few seconds
+head -c $((9 << 20)) /dev/urandom | base64 >"$M/text"
+((($(field "$(status "$M")" uring_requests)) > 0)) || fail "pin case: the rings are not in use"
+all=$(awk '/^Cpus_allowed_list/ {print $2}' "/proc/$DPID/status")
+before=" $(cd /proc/"$DPID"/task && echo *) "
+taskset -c 0 "$SEAL" -q --keep "$M" &
+spid=$!
+seen=0 pinned=0
+while kill -0 "$spid" 2>/dev/null; do
+	for t in /proc/"$DPID"/task/*; do
+		# the threads the seal started
+		[[ $before == *" ${t##*/} "* ]] && continue
+		mask=$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status" 2>/dev/null) || continue
+		seen=$((seen + 1))
+		[[ $mask == "$all" ]] || pinned=$((pinned + 1))
+	done
+	sleep 0.05
+done
+wait "$spid" || fail "pin case: seal"
+if ((seen > 0 && pinned == 0)); then
+	ok "the seal's threads may use CPUs $all ($seen looks)"
+else
+	fail "$pinned of $seen looks at the seal's threads found one pinned (allowed: $all)"
+fi
+fusermount3 -u "$M"
+wait_daemon 0
 
 finish
