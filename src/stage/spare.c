@@ -31,7 +31,6 @@ struct spare {
 };
 
 struct stage_spare {
-	struct stage *s;
 	int datafd;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -46,12 +45,23 @@ struct stage_spare {
 	size_t head, count;
 	fuse_ino_t drop[SPARE_DROP];
 	size_t ndrop;
-	uint64_t taken, made_total;
 };
 
-static void name_of(char *buf, size_t len, fuse_ino_t ino)
+static void spare_unlink(struct stage_spare *sp, fuse_ino_t ino)
 {
-	snprintf(buf, len, "%llu", (unsigned long long)ino);
+	char name[32];
+
+	snprintf(name, sizeof(name), "%llu", (unsigned long long)ino);
+	unlinkat(sp->datafd, name, 0);
+}
+
+/* A spare whose number is passed by: the helper removes it, or we do now. */
+static void spare_drop(struct stage_spare *sp, fuse_ino_t ino)
+{
+	if (sp->ndrop < SPARE_DROP)
+		sp->drop[sp->ndrop++] = ino;
+	else
+		spare_unlink(sp, ino);
 }
 
 static void *spare_main(void *arg)
@@ -66,8 +76,7 @@ static void *spare_main(void *arg)
 			fuse_ino_t ino = sp->drop[--sp->ndrop];
 
 			pthread_mutex_unlock(&sp->lock);
-			name_of(name, sizeof(name), ino);
-			unlinkat(sp->datafd, name, 0);
+			spare_unlink(sp, ino);
 			pthread_mutex_lock(&sp->lock);
 			continue;
 		}
@@ -77,7 +86,7 @@ static void *spare_main(void *arg)
 
 			sp->making = ino;
 			pthread_mutex_unlock(&sp->lock);
-			name_of(name, sizeof(name), ino);
+			snprintf(name, sizeof(name), "%llu", (unsigned long long)ino);
 			fd = openat(sp->datafd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 			pthread_mutex_lock(&sp->lock);
 			sp->making = 0;
@@ -88,14 +97,10 @@ static void *spare_main(void *arg)
 					sp->failing = 1;
 			} else if (ino < sp->floor) {
 				close(fd);
-				if (sp->ndrop < SPARE_DROP)
-					sp->drop[sp->ndrop++] = ino;
-				else
-					unlinkat(sp->datafd, name, 0);
+				spare_drop(sp, ino);
 			} else {
 				sp->ready[(sp->head + sp->count) % SPARE_MAX] = (struct spare){ ino, fd };
 				sp->count++;
-				sp->made_total++;
 			}
 			pthread_cond_broadcast(&sp->made);
 			continue;
@@ -123,19 +128,11 @@ int stage_spare_take(struct stage *s, fuse_ino_t ino)
 		sp->count--;
 		if (x.ino == ino) {
 			fd = x.fd;
-			sp->taken++;
 			continue;
 		}
 		/* Its number went to a node with no data. */
 		close(x.fd);
-		if (sp->ndrop < SPARE_DROP) {
-			sp->drop[sp->ndrop++] = x.ino;
-		} else {
-			char name[32];
-
-			name_of(name, sizeof(name), x.ino);
-			unlinkat(sp->datafd, name, 0);
-		}
+		spare_drop(sp, x.ino);
 	}
 	if (ino + 1 > sp->floor)
 		sp->floor = ino + 1;
@@ -156,7 +153,6 @@ int stage_spare_start(struct stage *s)
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)
 		return -ENOMEM;
-	sp->s = s;
 	sp->datafd = s->datafd;
 	sp->floor = s->next_ino;
 	pthread_mutex_init(&sp->lock, NULL);
@@ -182,7 +178,6 @@ int stage_spare_start(struct stage *s)
 void stage_spare_stop(struct stage *s)
 {
 	struct stage_spare *sp = s->spare;
-	char name[32];
 
 	if (!sp)
 		return;
@@ -197,13 +192,10 @@ void stage_spare_stop(struct stage *s)
 		sp->head = (sp->head + 1) % SPARE_MAX;
 		sp->count--;
 		close(x.fd);
-		name_of(name, sizeof(name), x.ino);
-		unlinkat(sp->datafd, name, 0);
+		spare_unlink(sp, x.ino);
 	}
-	while (sp->ndrop) {
-		name_of(name, sizeof(name), sp->drop[--sp->ndrop]);
-		unlinkat(sp->datafd, name, 0);
-	}
+	while (sp->ndrop)
+		spare_unlink(sp, sp->drop[--sp->ndrop]);
 	pthread_cond_destroy(&sp->made);
 	pthread_cond_destroy(&sp->wake);
 	pthread_mutex_destroy(&sp->lock);

@@ -382,14 +382,36 @@ static void *queue_main(void *arg)
  * An answer on its way out (custom writev): if it belongs to a ring
  * entry, put it there and return 1 with *res set; 0 otherwise.
  */
+/* Put an answer in x if x waits for one; q->sq_lock held.  1: taken. */
+static int ent_answer(struct ur_queue *q, struct ur_ent *x, uint64_t unique,
+		      const struct iovec *iov, int count, size_t total)
+{
+	size_t off = 0;
+	int i;
+
+	if (x->unique != unique || x->answered)
+		return 0;
+	memcpy(x->hdr.in_out, iov[0].iov_base, UR_OUT_HEADER);
+	for (i = 1; i < count; i++) {
+		memcpy(x->room + UR_ROOM + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	x->hdr.ent.payload_sz = (uint32_t)total;
+	x->answered = 1;
+	/* Its thread commits it when it is done serving; else we do. */
+	if (!x->serving) {
+		ent_commit(q, x);
+		(void)sq_flush(q);
+	}
+	return 1;
+}
+
 int stage_uring_reply(struct stage *s, const struct iovec *iov, int count, ssize_t *res)
 {
 	struct stage_uring *u = __atomic_load_n(&s->uring, __ATOMIC_ACQUIRE);
-	struct ur_ent *e = cur_ent;
-	struct ur_queue *q;
 	uint64_t unique;
-	size_t total = 0, off = 0;
-	int i, k;
+	size_t total = 0;
+	int i, k, taken = 0;
 
 	if (!u || count < 1 || iov[0].iov_len < UR_OUT_HEADER)
 		return 0;
@@ -398,42 +420,28 @@ int stage_uring_reply(struct stage *s, const struct iovec *iov, int count, ssize
 		return 0;	/* a notification */
 	for (i = 1; i < count; i++)
 		total += iov[i].iov_len;
+	if (total > u->payload) {
+		errno = EINVAL;
+		*res = -1;
+		return 1;
+	}
 	/* Most answers come from the thread serving the entry; look wider only if not. */
-	for (i = -1; i < u->nq; i++) {
-		q = e && i < 0 ? e->q : i >= 0 ? &u->q[i] : NULL;
-		if (!q)
-			continue;
-		pthread_mutex_lock(&q->sq_lock);
-		for (k = 0; k < UR_ENTRIES; k++) {
-			struct ur_ent *x = i < 0 ? e : &q->ent[k];
+	if (cur_ent) {
+		pthread_mutex_lock(&cur_ent->q->sq_lock);
+		taken = ent_answer(cur_ent->q, cur_ent, unique, iov, count, total);
+		pthread_mutex_unlock(&cur_ent->q->sq_lock);
+	}
+	for (i = 0; i < u->nq && !taken; i++) {
+		struct ur_queue *q = &u->q[i];
 
-			if (x->unique != unique || x->answered)
-				continue;
-			if (total > u->payload) {
-				pthread_mutex_unlock(&q->sq_lock);
-				errno = EINVAL;
-				*res = -1;
-				return 1;
-			}
-			memcpy(x->hdr.in_out, iov[0].iov_base, UR_OUT_HEADER);
-			for (off = 0, k = 1; k < count; k++) {
-				memcpy(x->room + UR_ROOM + off, iov[k].iov_base, iov[k].iov_len);
-				off += iov[k].iov_len;
-			}
-			x->hdr.ent.payload_sz = (uint32_t)total;
-			x->answered = 1;
-			/* Its thread commits it when it is done serving; else we do. */
-			if (!x->serving) {
-				ent_commit(q, x);
-				(void)sq_flush(q);
-			}
-			pthread_mutex_unlock(&q->sq_lock);
-			*res = (ssize_t)(iov[0].iov_len + total);
-			return 1;
-		}
+		pthread_mutex_lock(&q->sq_lock);
+		for (k = 0; k < UR_ENTRIES && !taken; k++)
+			taken = ent_answer(q, &q->ent[k], unique, iov, count, total);
 		pthread_mutex_unlock(&q->sq_lock);
 	}
-	return 0;
+	if (taken)
+		*res = (ssize_t)(iov[0].iov_len + total);
+	return taken;
 }
 
 static int possible_cpus(void)
