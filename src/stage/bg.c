@@ -38,6 +38,8 @@
  * and files up to 16 TiB may be staged.  2^23 blocks: 1 TiB at 128 KiB.
  */
 #define BG_MAX_BLOCKS (1u << 23)
+/* Backlog (bytes of queued files) at which a rehearsal gives way. */
+#define BG_YIELD_BYTES (16u << 20)
 /*
  * Stored blocks start on this boundary (the usual file system block), so
  * that punching a dead one frees whole blocks of SPOOL/blocks.
@@ -61,6 +63,7 @@ struct stage_bg {
 	pthread_cond_t cond;	/* work queued, pause lifted, stop */
 	pthread_cond_t idle;	/* the thread finished its file */
 	int stop, pause, busy;	/* under stage->lock */
+	int rehearsing;		/* under stage->lock */
 	int interrupt;		/* atomic: stop or pause asked */
 	struct qent *q;		/* files to compress, a ring */
 	size_t qhead, qlen, qcap;
@@ -202,6 +205,12 @@ void stage_bg_released(struct stage *s, struct snode *n)
 	if (i == nb || queue_push(bg, n->ino, n->size))
 		return;
 	n->bg_queued = 1;
+	/*
+	 * A rehearsal blocks the queue: past this backlog compression is not
+	 * keeping pace, and the full blocks come first.
+	 */
+	if (bg->rehearsing && bg->queued_bytes > BG_YIELD_BYTES)
+		__atomic_store_n(&bg->interrupt, 1, __ATOMIC_RELAXED);
 	pthread_cond_signal(&bg->cond);
 }
 
@@ -418,10 +427,14 @@ static void *bg_main(void *arg)
 
 			if (due > 0) {
 				bg->busy = 1;
+				bg->rehearsing = 1;
 				pthread_mutex_unlock(&s->lock);
 				stage_pp_rehearse(s);
 				pthread_mutex_lock(&s->lock);
 				bg->busy = 0;
+				bg->rehearsing = 0;
+				__atomic_store_n(&bg->interrupt, bg->stop || bg->pause,
+						 __ATOMIC_RELAXED);
 				pthread_cond_broadcast(&bg->idle);
 			} else if (due == 0) {
 				pthread_cond_timedwait(&bg->cond, &s->lock, &dl);

@@ -18,7 +18,8 @@
  * Threads: rehearsals run in the background thread with bg->busy set, so
  * a seal (which pauses the thread and waits for busy to clear) never sees
  * the table change under it; the table is only touched by that thread or
- * by a seal.  A seal interrupts a rehearsal at its next file.
+ * by a seal.  A seal interrupts a rehearsal at its next file, and so does
+ * a backlog of closed files to compress (bg.c): their full blocks come first.
  */
 #include <errno.h>
 #include <malloc.h>

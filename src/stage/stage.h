@@ -178,7 +178,7 @@ struct stage {
 	struct stage_uring *uring;	/* NULL: requests through /dev/fuse only */
 	struct stage_spare *spare;	/* spool files made ahead (spare.c) */
 	int no_uring;
-	int prepack;		/* -o prepack: rehearsals (prepack.c) */
+	int prepack;		/* rehearsals (prepack.c); off with -o no_prepack */
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */

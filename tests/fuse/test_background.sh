@@ -258,7 +258,8 @@ for d in range(8):
                 f.write(text + r.randbytes(r.randrange(0, 300)))
 EOF
 find "$SMALL" -exec touch -h -d @1650000000 {} +
-stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,prepack
+# Rehearsals are on by default.
+stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
 cp -a "$SMALL/." "$M/"
 for ((i = 0; i < 300; i++)); do
 	st=$(status "$M")
@@ -308,6 +309,27 @@ fi
 if loop_mount "$WORK/e.sqfs" "$WORK/k5"; then
 	if diff -r "$SMALL" "$WORK/k5" >/dev/null; then ok "kernel view of the rehearsed image"; else fail "kernel view differs"; fi
 	loop_umount "$WORK/k5"
+fi
+
+# -o no_prepack: no rehearsal however long the tree rests, the same image.
+stage_mount "$WORK/f.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,no_prepack
+cp -a "$SMALL/." "$M/"
+find "$M" -exec touch -h -d @1650000000 {} +
+wait_idle "$M"
+sleep 3	# three rehearsal intervals
+st=$(status "$M")
+if [[ $(field "$st" rehearsals) == 0 && $(field "$st" prepacked_fragments) == 0 ]]; then
+	ok "no rehearsal with -o no_prepack"
+else
+	fail "-o no_prepack rehearsed: $st"
+fi
+out=$("$SEAL" --json "$M")
+wait_daemon 0
+same_as "-o no_prepack" "$WORK/f.sqfs" "$REF"
+if [[ $(field "$out" stored_fragments) == 0 ]]; then
+	ok "-o no_prepack: every fragment block compressed at the seal"
+else
+	fail "-o no_prepack: the seal found stored fragment blocks: $out"
 fi
 
 finish

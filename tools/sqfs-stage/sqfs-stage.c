@@ -48,7 +48,8 @@ static void usage(FILE *f)
 "  -o no_passthrough      file data through the daemon, not kernel passthrough\n"
 "  -o no_uring            requests through /dev/fuse even where the kernel\n"
 "                         offers FUSE over io_uring\n"
-"  -o prepack             compress fragment blocks before the seal, in idle time\n"
+"  -o no_prepack          compress fragment blocks only at the seal, not ahead\n"
+"                         in idle time\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
@@ -121,8 +122,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		p->s->no_uring = 1;
 		return 0;
 	}
-	if (!strcmp(k, "prepack") && !val) {
-		p->s->prepack = 1;
+	if ((!strcmp(k, "prepack") || !strcmp(k, "no_prepack")) && !val) {
+		p->s->prepack = k[0] != 'n';
 		return 0;
 	}
 	if (!strcmp(k, "no_background") && !val) {
@@ -407,6 +408,7 @@ int main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	memset(&s, 0, sizeof(s));
+	s.prepack = 1;
 	s.datafd = -1;
 	s.spoolfd = -1;
 	s.final_status = CLI_EXIT_FAIL;
