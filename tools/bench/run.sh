@@ -282,8 +282,8 @@ note_cmd() {	# MODE TOOL TEXT
 }
 
 # --- the mount ---------------------------------------------------------------------
-# inode_cooldown: before a mount, let the inodes of the last spool become
-# reusable (see Method); the wait is untimed.
+# inode_cooldown: before a mount's sample (outside its time), let the inodes
+# of the last spool become reusable (see Method).
 inode_cooldown() {
 	local left
 	[[ $INODE_COOL -gt 0 && -n $LAST_TEARDOWN ]] || return 0
@@ -297,7 +297,6 @@ inode_cooldown() {
 # rusage: $S/daemon.time); sets TPID (time) and DPID (the daemon).
 stage_start() {
 	local img=$1 mnt=$2 opts=$3 i
-	inode_cooldown
 	mkdir -p "$mnt"
 	/usr/bin/time -f '%e %U %S %M' -o "$S/daemon.time" "$STAGE" -f -o "$opts" "$img" "$mnt" \
 		>>"$WORK/daemon.log" 2>&1 &
@@ -501,6 +500,7 @@ mode_pipeline() {
 					new_sample
 					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd pipeline "stage/$c" "$cmd"
+					inode_cooldown
 					t0=$EPOCHREALTIME
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS"
 					sampler_start "$mnt"
@@ -593,6 +593,7 @@ mode_fuse() {
 					new_sample
 					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd fuse "mount/$c" "$cmd"
+					inode_cooldown
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS"
 					sampler_start "$mnt"
 					t0=$EPOCHREALTIME
@@ -656,6 +657,7 @@ mode_scale() {
 					fi
 					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j$XOPTS IMG MNT & $cmd; sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd scale "stage/$c" "$cmd"
+					inode_cooldown
 					t0=$EPOCHREALTIME
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j$XOPTS"
 					sampler_start "$mnt"
