@@ -515,7 +515,7 @@ int stage_bg_start(struct stage *s)
 	bg->bp = bp_create(o->jobs, queue, bg->cmp, bg->bs, &ret);
 	if (!bg->bp)
 		goto fail;
-	if (s->prepack && !(s->pp = stage_pp_create())) {
+	if (s->prepack && !(s->pp = stage_pp_create(s->prepack > 1))) {
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -628,5 +628,6 @@ void stage_bg_status(const struct stage *s, struct stage_bg_status *st)
 	st->stored_blocks = s->bg->stored_blocks;
 	st->stored_bytes = s->bg->stored_bytes;
 	st->busy = s->bg->busy;
-	stage_pp_counts(s, &st->rehearsals, &st->stored_frags, &st->rehearsal_current);
+	stage_pp_counts(s, &st->rehearsals, &st->stored_frags, &st->rehearsals_deferred,
+			&st->rehearsal_current);
 }

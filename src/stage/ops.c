@@ -1352,7 +1352,8 @@ static void status_request(fuse_req_t req, size_t size)
 		       "\"busy\": %d, \"stored_blocks\": %llu, \"stored_bytes\": %llu, "
 		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu, "
 		       "\"rehearsals\": %llu, \"rehearsal_current\": %s, "
-		       "\"prepacked_fragments\": %llu, \"uring_requests\": %llu}",
+		       "\"prepacked_fragments\": %llu, \"rehearsals_deferred\": %llu, "
+		       "\"uring_requests\": %llu}",
 		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
 		       (unsigned long long)st.queued_bytes, st.busy,
 		       (unsigned long long)st.stored_blocks,
@@ -1363,6 +1364,7 @@ static void status_request(fuse_req_t req, size_t size)
 		       (unsigned long long)st.rehearsals,
 		       st.rehearsal_current ? "true" : "false",
 		       (unsigned long long)st.stored_frags,
+		       (unsigned long long)st.rehearsals_deferred,
 		       (unsigned long long)stage_uring_served(s));
 	unlock(s);
 	reply_value(req, buf, (size_t)len, size);

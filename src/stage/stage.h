@@ -145,7 +145,7 @@ struct stage_bg_status {
 	uint64_t queued_files, queued_bytes;
 	uint64_t stored_blocks, stored_bytes;
 	int busy;
-	uint64_t rehearsals, stored_frags;	/* prepack.c */
+	uint64_t rehearsals, stored_frags, rehearsals_deferred;	/* prepack.c */
 	int rehearsal_current;		/* the last one saw the tree as it is */
 };
 
@@ -178,7 +178,9 @@ struct stage {
 	struct stage_uring *uring;	/* NULL: requests through /dev/fuse only */
 	struct stage_spare *spare;	/* spool files made ahead (spare.c) */
 	int no_uring;
-	int prepack;		/* rehearsals (prepack.c); off with -o no_prepack */
+	int prepack;		/* rehearsals (prepack.c): 0 never (-o no_prepack),
+				 * 1 when the CPU is idle enough (default),
+				 * 2 always (-o prepack) */
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
@@ -261,7 +263,8 @@ int stage_bg_interrupted(const struct stage *s);
  * compressing it would give, and one not found is compressed.
  */
 struct stage_pp;
-struct stage_pp *stage_pp_create(void);
+/* always: -o prepack, rehearse whatever the CPU is doing (else: when idle). */
+struct stage_pp *stage_pp_create(int always);
 void stage_pp_free(struct stage *s, struct stage_pp *pp);
 /* Background thread, stage->lock held: run a rehearsal now? *wait: when. */
 int stage_pp_due(struct stage *s, struct timespec *wait);
@@ -274,9 +277,12 @@ int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 			 uint8_t digest[16], uint64_t *token);
 void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
 			const uint8_t digest[16], uint64_t token);
-/* stage->lock held: rehearsals run, fragment blocks kept, up to date. */
+/*
+ * stage->lock held: rehearsals run, fragment blocks kept, rehearsals put
+ * off while the CPU was busy, up to date.
+ */
 void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frags,
-		     int *current);
+		     uint64_t *deferred, int *current);
 /* seal.c: the staged tree for a rehearsal (open files as they are). */
 sqw_tree_t *stage_tree_rehearsal(struct stage *s);
 

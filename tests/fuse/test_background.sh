@@ -258,8 +258,8 @@ for d in range(8):
                 f.write(text + r.randbytes(r.randrange(0, 300)))
 EOF
 find "$SMALL" -exec touch -h -d @1650000000 {} +
-# Rehearsals are on by default.
-stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+# -o prepack: rehearsals whatever the CPU is doing.
+stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,prepack
 cp -a "$SMALL/." "$M/"
 for ((i = 0; i < 300; i++)); do
 	st=$(status "$M")
@@ -310,6 +310,40 @@ if loop_mount "$WORK/e.sqfs" "$WORK/k5"; then
 	if diff -r "$SMALL" "$WORK/k5" >/dev/null; then ok "kernel view of the rehearsed image"; else fail "kernel view differs"; fi
 	loop_umount "$WORK/k5"
 fi
+
+# By default a rehearsal waits for the CPU to be at least half idle: none
+# while every CPU spins, one once they stop.
+BURN=()
+for ((i = 0; i < $(nproc); i++)); do
+	(while :; do :; done) &
+	BURN+=($!)
+	DAEMONS+=($!)	# the cleanup stops them if the test dies
+done
+stage_mount "$WORK/g.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+cp -a "$SMALL/." "$M/"
+find "$M" -exec touch -h -d @1650000000 {} +
+sleep 4	# four rehearsal intervals
+st=$(status "$M")
+kill "${BURN[@]}"
+wait "${BURN[@]}" 2>/dev/null || true	# 143: they were killed
+if [[ $(field "$st" rehearsals) == 0 && $(field "$st" rehearsals_deferred) -gt 0 ]]; then
+	ok "default: rehearsals put off while the CPUs are busy ($(field "$st" rehearsals_deferred) times)"
+else
+	fail "default: rehearsed with busy CPUs or never looked: $st"
+fi
+for ((i = 0; i < 600; i++)); do
+	st=$(status "$M")
+	[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
+	sleep 0.1
+done
+if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
+	ok "default: a rehearsal once the CPUs are idle"
+else
+	fail "default: no rehearsal within 60 s of idle CPUs: $st"
+fi
+out=$("$SEAL" --json "$M")
+wait_daemon 0
+same_as "default rehearsals" "$WORK/g.sqfs" "$REF"
 
 # -o no_prepack: no rehearsal however long the tree rests, the same image.
 stage_mount "$WORK/f.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,no_prepack

@@ -48,8 +48,8 @@ static void usage(FILE *f)
 "  -o no_passthrough      file data through the daemon, not kernel passthrough\n"
 "  -o no_uring            requests through /dev/fuse even where the kernel\n"
 "                         offers FUSE over io_uring\n"
-"  -o no_prepack          compress fragment blocks only at the seal, not ahead\n"
-"                         in idle time\n"
+"  -o prepack, no_prepack compress fragment blocks ahead of the seal whatever\n"
+"                         the CPU is doing / never (default: when it is idle)\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
@@ -123,7 +123,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	}
 	if ((!strcmp(k, "prepack") || !strcmp(k, "no_prepack")) && !val) {
-		p->s->prepack = k[0] != 'n';
+		p->s->prepack = k[0] == 'n' ? 0 : 2;
 		return 0;
 	}
 	if (!strcmp(k, "no_background") && !val) {
