@@ -101,7 +101,9 @@ O(N^2) CPU (60 000 creates: 1.3 s, or 33 s three seconds after removing
 60 000).  A mount's spool has one file per staged file and is removed at
 its teardown, so there, before each mount, the script syncs and waits until
 BENCH_INODE_COOL seconds (default 62 there, 0 elsewhere) have passed since
-the last mount's teardown; the header says which applied.
+the last mount's teardown, then reads the corpus again (idle page cache
+may be reclaimed meanwhile: DAMON pageout on the VM of 2026-11-26); the
+header says which applied.
 
 Output (DATE = UTC start time, HOST = hostname -s):
   OUT/DATE-HOST[-TAG]-MODE.md          header (machine, tools, corpus,
@@ -292,6 +294,10 @@ inode_cooldown() {
 		"$LAST_TEARDOWN" "$INODE_COOL" "$EPOCHREALTIME")
 	log "inode cool-down: ${left%.*} s"
 	sleep "$left"
+	# Page reclaim of idle memory (this VM runs DAMON pageout of pages idle
+	# for 60 s) may have taken the corpus meanwhile: the mount's sample must
+	# find it as warm as the peers' that follow it.
+	warm quiet
 }
 # stage_start IMG MNT OPTS: daemon in the foreground under GNU time (its
 # rusage: $S/daemon.time); sets TPID (time) and DPID (the daemon).
@@ -380,7 +386,7 @@ print(max(v) if v else '')" "$S/samples.csv"
 }
 
 warm() {
-	log "warming the page cache with the corpus ($CDIR)"
+	[[ ${1-} == quiet ]] || log "warming the page cache with the corpus ($CDIR)"
 	tar -C "$TREE" -cf - . | cat >/dev/null
 	cat "$CDIR/corpus.tar" "$CDIR/rootfs.tar.xz" >/dev/null
 }
@@ -731,6 +737,7 @@ header() {	# MODE
 	echo "- CPU idle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none), governor $(cat /sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null || cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo none)$([[ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]] && echo ", guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)")"
 	echo "- FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')$([[ $FUSE_URING != keep ]] && echo " (set by --fuse-uring $FUSE_URING)")"
 	echo "- work dir file system: ${WORK_FS:-?}$([[ $WORK_NOJOURNAL -eq 1 ]] && echo ', ext4 without a journal')$([[ $INODE_COOL -gt 0 ]] && echo "; before each mount the script synced and waited until $INODE_COOL s after the last mount's teardown (freed inodes, see run.sh --help)")"
+	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again after each inode cool-down)')"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- work dir (images, spools): \`$WORKBASE\` on $(df -T "$WORKBASE" | awk 'NR==2 {print $2, $1}'); tmpfs trees: private tmpfs"
 	echo "- sqfs-stage: \`$(git -C "$REPO" rev-parse HEAD)\`$(git -C "$REPO" diff --quiet HEAD -- src include tools/sqfs-pack tools/sqfs-stage meson.build 2>/dev/null || echo ' (sources modified)'), branch $(git -C "$REPO" rev-parse --abbrev-ref HEAD), build \`$BUILD\` ($(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("buildtype","optimization","b_ndebug")))' 2>/dev/null || echo '?')); $("$PACK" --version 2>&1 | head -n1)"
