@@ -124,6 +124,8 @@ static int cpu_spare(struct stage_pp *pp)
 	pp->total0 = total;
 	if (!t0 || total <= t0)
 		return 0;	/* no window yet */
+	if (idle < i0)
+		return 0;	/* iowait may go backwards (proc(5)) */
 	return (idle - i0) * 100 >= (total - t0) * PP_MIN_IDLE_PCT;
 }
 
