@@ -192,9 +192,9 @@ int stage_pp_due(struct stage *s, struct timespec *wait)
 		return -1;
 	if (s->gen != pp->rehearsed_gen && s->gen != s->sealed_gen) {
 		left = pp->interval_ms - ms_since(&pp->last_end);
-		if (left <= 0 && (pp->always || cpu_spare(pp)))
-			return 1;
 		if (left <= 0) {
+			if (pp->always || cpu_spare(pp))
+				return 1;
 			/* Busy: look again an interval from now. */
 			pp->deferred++;
 			clock_gettime(CLOCK_MONOTONIC, &pp->last_end);
