@@ -92,6 +92,8 @@ static void fill_entry(struct fuse_entry_param *e, struct snode *n)
 	node_stat(n, &e->attr);
 }
 
+#define XATTR_CAPS "security.capability"
+
 /* The directory ino, or an errno. */
 static int get_dir(struct stage *s, fuse_ino_t ino, const char *name,
 		   struct snode **dir)
@@ -298,6 +300,21 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 	return 0;
 }
 
+/*
+ * What Linux does to a file written, truncated or chowned by someone, which
+ * the kernel leaves to us with HANDLE_KILLPRIV_V2 (see passthrough.c).
+ */
+static void kill_privs(struct stage *s, struct snode *n)
+{
+	if (S_ISDIR(n->mode))
+		return;
+	n->mode &= ~(mode_t)S_ISUID;
+	if (n->mode & S_IXGRP)
+		n->mode &= ~(mode_t)S_ISGID;
+	if (!xattr_remove(n, XATTR_CAPS))
+		stage_jnl_xattr(s, n, XATTR_CAPS, NULL, 0, 1);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -327,6 +344,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (err)
 			goto out;
 	}
+	if (stage_pt_kill_privs())
+		kill_privs(s, n);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
 	if ((uid != n->uid || gid != n->gid) && (err = -stage_node_set_owner(s, n, uid, gid))) {
@@ -904,7 +923,13 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		fuse_reply_err(req, (int)-res);
 		return;
 	}
-	data_changed(S(req), h, (uint64_t)off, (uint64_t)res);
+	if (stage_pt_kill_privs()) {
+		lock(s);
+		kill_privs(s, h->n);
+		stage_jnl_node(s, h->n);
+		unlock(s);
+	}
+	data_changed(s, h, (uint64_t)off, (uint64_t)res);
 	fuse_reply_write(req, (size_t)res);
 }
 
@@ -1353,7 +1378,7 @@ static void status_request(fuse_req_t req, size_t size)
 		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu, "
 		       "\"rehearsals\": %llu, \"rehearsal_current\": %s, "
 		       "\"prepacked_fragments\": %llu, \"rehearsals_deferred\": %llu, "
-		       "\"uring_requests\": %llu}",
+		       "\"uring_requests\": %llu, \"killpriv\": %s}",
 		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
 		       (unsigned long long)st.queued_bytes, st.busy,
 		       (unsigned long long)st.stored_blocks,
@@ -1365,7 +1390,8 @@ static void status_request(fuse_req_t req, size_t size)
 		       st.rehearsal_current ? "true" : "false",
 		       (unsigned long long)st.stored_frags,
 		       (unsigned long long)st.rehearsals_deferred,
-		       (unsigned long long)stage_uring_served(s));
+		       (unsigned long long)stage_uring_served(s),
+		       stage_pt_killpriv(s) ? "true" : "false");
 	unlock(s);
 	reply_value(req, buf, (size_t)len, size);
 }

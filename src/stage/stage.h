@@ -337,6 +337,13 @@ int stage_pt_release(struct stage *s, struct snode *n, int writer);
 void stage_pt_note_request(struct stage *s, const void *buf, size_t len);
 /* The kernel offered FUSE over io_uring and we take it. */
 int stage_pt_ring_wanted(const struct stage *s);
+/*
+ * The request this thread is answering asks us to clear setuid, and setgid
+ * on a group-executable file (HANDLE_KILLPRIV_V2; any lock state).
+ */
+int stage_pt_kill_privs(void);
+/* We took FUSE_HANDLE_KILLPRIV_V2. */
+int stage_pt_killpriv(const struct stage *s);
 
 /*
  * spare.c: spool files for the next inode numbers, made ahead by a helper.

@@ -9,7 +9,11 @@
 #     in a 0755 root directory, create in a 0777 one, no chown;
 #   - a mount is nosuid,nodev by default: a staged setuid binary runs with
 #     the caller's euid, a staged /dev/null replica does not open (EACCES);
-#   - with -o suid,dev both take effect.
+#   - with -o suid,dev both take effect;
+#   - setuid, setgid and security.capability are dropped on write, truncate
+#     and chown exactly as the kernel drops them on a local directory (the
+#     oracle), with passthrough and without; the daemon does this itself
+#     (status "killpriv": true) when the kernel offers HANDLE_KILLPRIV_V2.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -154,5 +158,79 @@ else
 fi
 "$SEAL" --quiet "$M" || fail "seal of the suid,dev mount"
 wait_daemon 0
+
+# --- 4: privileges dropped as the kernel drops them ---------------------------
+# A v2 capability blob for cap_net_raw (bit 13): magic 0x02000001, then
+# permitted and inheritable for both halves.
+CAP=0x0100000200200000000000000000000000000000
+# privs DIR: each case's mode (and capability presence) after the change.
+privs() {
+	local d=$1
+	# mk NAME MODE: a file of nobody's with MODE.
+	mk() { rm -f "$d/$1"; printf data >"$d/$1"; chown "$NOBODY:$NOGROUP" "$d/$1"; chmod "$2" "$d/$1"; }
+	res() { printf '%s %s\n' "$1" "$(stat -c %a "$d/$1")"; }
+	cap() { if getfattr -n security.capability "$d/$1" >/dev/null 2>&1; then echo "$1 cap"; else echo "$1 nocap"; fi; }
+	mk w_suid 4777; as_nobody sh -c "echo x >>'$d/w_suid'"; res w_suid
+	mk w_sgid 2777; as_nobody sh -c "echo x >>'$d/w_sgid'"; res w_sgid
+	mk w_sgid_nx 2767; as_nobody sh -c "echo x >>'$d/w_sgid_nx'"; res w_sgid_nx
+	mk root_w 6777; echo x >>"$d/root_w"; res root_w
+	mk trunc 6777; as_nobody truncate -s 1 "$d/trunc"; res trunc
+	mk root_trunc 6777; truncate -s 1 "$d/root_trunc"; res root_trunc
+	mk chown 6755; chown 1:1 "$d/chown"; res chown
+	mk chown_same 6755; python3 -c 'import os,sys; os.chown(sys.argv[1], -1, -1)' "$d/chown_same"; res chown_same
+	mk chmod_w 0777
+	as_nobody python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"a"); os.fchmod(fd, 0o4777); os.write(fd, b"b"); os.close(fd)' "$d/chmod_w"
+	res chmod_w
+	mkdir -p "$d/dir"; chmod 2775 "$d/dir"; chown 1:1 "$d/dir"; res dir
+	mk cap_w 0777; setfattr -n security.capability -v "$CAP" "$d/cap_w"; cap cap_w
+	as_nobody sh -c "echo x >>'$d/cap_w'"; cap cap_w
+	mk cap_root 0755; setfattr -n security.capability -v "$CAP" "$d/cap_root"
+	echo x >>"$d/cap_root"; cap cap_root
+	mk cap_chown 0755; setfattr -n security.capability -v "$CAP" "$d/cap_chown"
+	chown 2:2 "$d/cap_chown"; cap cap_chown
+	mk cap_kept 0755; setfattr -n security.capability -v "$CAP" "$d/cap_kept"
+	chmod 0750 "$d/cap_kept"; cap cap_kept
+}
+need_cmd setfattr getfattr truncate python3
+REF=$WORK/ref
+mkdir -m 0777 "$REF"
+privs "$REF" >"$WORK/privs.ref"
+# The oracle itself must show the rules, or the comparison proves nothing.
+for want in "w_suid 777" "w_sgid 777" "w_sgid_nx 2767" "root_w 6777" "trunc 777" \
+	"chown 755" "chmod_w 777" "dir 2775" "cap_w cap" "cap_w nocap" "cap_kept cap"; do
+	grep -qx "$want" "$WORK/privs.ref" || fail "the kernel's own rule: no '$want' in $(tr '\n' ' ' <"$WORK/privs.ref")"
+done
+for mopt in allow_other allow_other,no_passthrough; do
+	M=$WORK/m4-${mopt//,/-}
+	stage_mount "$WORK/d.sqfs" "$M" -o "$mopt"
+	chmod 0777 "$M"
+	privs "$M" >"$WORK/privs.out"
+	if diff -u "$WORK/privs.ref" "$WORK/privs.out" >"$WORK/privs.diff"; then
+		ok "$mopt: privileges dropped as on a local directory ($(wc -l <"$WORK/privs.ref") cases)"
+	else
+		fail "$mopt: privileges differ from the kernel's: $(cat "$WORK/privs.diff")"
+	fi
+	st=$(getfattr --absolute-names --only-values -n user.sqfs-stage.status "$M")
+	if [[ $st == *'"killpriv": true'* ]]; then
+		ok "$mopt: the daemon handles the privilege drops (killpriv)"
+	elif [[ ${CI:-} == true ]]; then
+		fail "$mopt: status says killpriv is off: $st"
+	else
+		log "note: killpriv is off here (kernel older than 5.11?): $st"
+	fi
+	"$SEAL" --quiet "$M" || fail "seal of the $mopt mount"
+	wait_daemon 0
+done
+if need_loop && loop_mount "$WORK/d.sqfs" "$WORK/kd"; then
+	[[ $(stat -c %a "$WORK/kd/w_suid"):$(stat -c %a "$WORK/kd/chmod_w") == 777:777 ]] &&
+		ok "image has the dropped bits" ||
+		fail "image modes: w_suid $(stat -c %a "$WORK/kd/w_suid"), chmod_w $(stat -c %a "$WORK/kd/chmod_w")"
+	[[ $(stat -c %a "$WORK/kd/root_w") == 6777 ]] && ok "image keeps root's setuid write" ||
+		fail "image root_w: $(stat -c %a "$WORK/kd/root_w")"
+	loop_umount "$WORK/kd"
+fi
 
 finish
