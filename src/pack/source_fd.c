@@ -12,6 +12,7 @@
 
 struct fd_handle {
 	int fd;
+	int advised;
 };
 
 int fd_source_openat(int dirfd, const char *name, void **handle)
@@ -27,7 +28,7 @@ int fd_source_openat(int dirfd, const char *name, void **handle)
 		free(h);
 		return -e;
 	}
-	posix_fadvise(h->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	h->advised = 0;
 	*handle = h;
 	return 0;
 }
@@ -83,6 +84,15 @@ int fd_source_read(void *handle, uint64_t off, void *buf, size_t len)
 {
 	struct fd_handle *h = handle;
 
+	/*
+	 * From the second block on: most files are read in one call, which
+	 * the default readahead serves, and a tree's worth of fadvise calls
+	 * cost the one thread that reads more than they save.
+	 */
+	if (off && !h->advised) {
+		posix_fadvise(h->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		h->advised = 1;
+	}
 	return pread_all(h->fd, buf, len, off);
 }
 
