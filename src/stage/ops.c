@@ -300,16 +300,36 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 	return 0;
 }
 
+/* The caller of req is in group gid (its own or a supplementary one). */
+static int caller_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t list[64];
+	int i, n;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return 1;
+	n = fuse_req_getgroups(req, 64, list);
+	for (i = 0; i < n && i < 64; i++)
+		if (list[i] == gid)
+			return 1;
+	return 0;
+}
+
 /*
  * What Linux does to a file written, truncated or chowned by someone, which
- * the kernel leaves to us with HANDLE_KILLPRIV_V2 (see passthrough.c).
+ * the kernel leaves to us with HANDLE_KILLPRIV_V2 (see passthrough.c).  A
+ * setgid file without group execute loses the bit too when written or
+ * truncated by a caller outside its group: the kernel only asks us to when
+ * the caller lacks CAP_FSETID, and a chown keeps it, as the owner or root
+ * (in the group, or capable) is who chowns.
  */
-static void kill_privs(struct stage *s, struct snode *n)
+static void kill_privs(struct stage *s, struct snode *n, fuse_req_t req, int chown)
 {
 	if (S_ISDIR(n->mode))
 		return;
 	n->mode &= ~(mode_t)S_ISUID;
-	if (n->mode & S_IXGRP)
+	if ((n->mode & S_IXGRP) ||
+	    (!chown && (n->mode & S_ISGID) && !caller_in_group(req, n->gid)))
 		n->mode &= ~(mode_t)S_ISGID;
 	if (!xattr_remove(n, XATTR_CAPS))
 		stage_jnl_xattr(s, n, XATTR_CAPS, NULL, 0, 1);
@@ -345,7 +365,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out;
 	}
 	if (stage_pt_kill_privs())
-		kill_privs(s, n);
+		kill_privs(s, n, req, !!(to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)));
 	if (to_set & FUSE_SET_ATTR_MODE)
 		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
 	if ((uid != n->uid || gid != n->gid) && (err = -stage_node_set_owner(s, n, uid, gid))) {
@@ -925,7 +945,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	}
 	if (stage_pt_kill_privs()) {
 		lock(s);
-		kill_privs(s, h->n);
+		kill_privs(s, h->n, req, 0);
 		stage_jnl_node(s, h->n);
 		unlock(s);
 	}

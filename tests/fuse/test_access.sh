@@ -173,6 +173,12 @@ privs() {
 	mk w_suid 4777; as_nobody sh -c "echo x >>'$d/w_suid'"; res w_suid
 	mk w_sgid 2777; as_nobody sh -c "echo x >>'$d/w_sgid'"; res w_sgid
 	mk w_sgid_nx 2767; as_nobody sh -c "echo x >>'$d/w_sgid_nx'"; res w_sgid_nx
+	# nobody outside the file's group: Linux drops setgid without group execute
+	mk w_sgid_nx_other 2766; chgrp 0 "$d/w_sgid_nx_other"; chmod 2766 "$d/w_sgid_nx_other"
+	as_nobody sh -c "echo x >>'$d/w_sgid_nx_other'"; res w_sgid_nx_other
+	mk t_sgid_nx_other 2766; chgrp 0 "$d/t_sgid_nx_other"; chmod 2766 "$d/t_sgid_nx_other"
+	as_nobody truncate -s 1 "$d/t_sgid_nx_other"; res t_sgid_nx_other
+	mk c_sgid_nx 2745; chown 1:1 "$d/c_sgid_nx"; res c_sgid_nx
 	mk root_w 6777; echo x >>"$d/root_w"; res root_w
 	mk trunc 6777; as_nobody truncate -s 1 "$d/trunc"; res trunc
 	mk root_trunc 6777; truncate -s 1 "$d/root_trunc"; res root_trunc
@@ -199,7 +205,7 @@ REF=$WORK/ref
 mkdir -m 0777 "$REF"
 privs "$REF" >"$WORK/privs.ref"
 # The oracle itself must show the rules, or the comparison proves nothing.
-for want in "w_suid 777" "w_sgid 777" "w_sgid_nx 2767" "root_w 6777" "trunc 777" \
+for want in "w_suid 777" "w_sgid 777" "w_sgid_nx 2767" "w_sgid_nx_other 766" "root_w 6777" "trunc 777" \
 	"chown 755" "chmod_w 777" "dir 2775" "cap_w cap" "cap_w nocap" "cap_kept cap"; do
 	grep -qx "$want" "$WORK/privs.ref" || fail "the kernel's own rule: no '$want' in $(tr '\n' ' ' <"$WORK/privs.ref")"
 done

@@ -166,12 +166,11 @@ for name, mode, uid, action, want in cases:
           else "FAILED(status=%d,mode=%o,expected=%o)" % (st, got, want))
 PY
 }
-# Known: Linux drops S_ISGID of a file without group execute when a user
-# outside its group writes it, but the FUSE kernel module only does that for
-# files with group execute, unless the daemon takes over all set-id clearing
-# (FUSE_CAP_HANDLE_KILLPRIV).  The passthrough passes only because its
-# backing file system clears the bit itself; sqfs-stage keeps it.
-KNOWN=" setid-write-other-sgid-noexec "
+# Known deviations from the passthrough baseline: none.  (Linux drops the
+# S_ISGID of a file without group execute when a user outside its group
+# writes it; the FUSE kernel module leaves that to the daemon, which does it
+# since it takes HANDLE_KILLPRIV_V2.)
+KNOWN=" "
 extra_cases "$P" | sort >"$WORK/extra.pt"
 extra_cases "$M" | sort >"$WORK/extra.stage"
 while read -r c want; do
