@@ -50,8 +50,10 @@ void spool_destroy(struct spool *sp);
 
 /*
  * Read a tar archive (any compression libarchive knows) from fd into tree,
- * file data into sp.  default_mtime is used for directories the archive
- * implies but does not list.
+ * file data into sp, or, for an uncompressed archive in a regular file,
+ * only where it lies in fd (which must then stay open and unchanged until
+ * the image is written).  default_mtime is used for directories the
+ * archive implies but does not list.
  */
 int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	     int64_t default_mtime, FILE *warn, struct pack_err *err);

@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pack/spool.h"
+#include "util/util.h"
 
 /*
  * The largest apparent size of a member.  A few header bytes can declare a
@@ -28,9 +30,21 @@
  */
 #define TAR_MAX_DEPTH SQW_DEPTH_MAX
 
+/*
+ * The first members with data read in place are checked: their first
+ * bytes are read from the archive where we reckon they are and compared
+ * with what libarchive returns.
+ */
+#define IN_PLACE_CHECKS 16
+#define IN_PLACE_CHECK_BYTES 4096
+
 struct tar_ctx {
 	sqw_tree_t *tree;
 	struct spool *sp;
+	int in_place;		/* extents point into the archive (fd) */
+	int fd;
+	int64_t base;		/* the archive's offset in fd where reading began */
+	unsigned checked;
 	struct pack_err *err;
 	FILE *warn;
 	int keep_xattrs, warned_xattr, warned_abs;
@@ -91,13 +105,40 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 	return 0;
 }
 
+/*
+ * The data block libarchive just returned lies at the position its filter
+ * has consumed to (the tar reader consumes a block on the next call), so
+ * in an uncompressed archive it is there in the file.
+ */
+static int in_place_ok(struct tar_ctx *c, struct archive *a, const void *buf,
+		       size_t size, int first, int64_t *pos)
+{
+	uint8_t chk[IN_PLACE_CHECK_BYTES];
+	size_t n = size < sizeof(chk) ? size : sizeof(chk);
+
+	*pos = c->base + archive_filter_bytes(a, 0);
+	if (!first || c->checked >= IN_PLACE_CHECKS)
+		return 1;
+	c->checked++;
+	if (*pos < c->base || pread_all(c->fd, chk, n, (uint64_t)*pos) ||
+	    memcmp(chk, buf, n)) {
+		c->in_place = 0;
+		if (c->warn)
+			fprintf(c->warn, "warning: the archive's data is not where expected; "
+				"copying it to a spool file instead\n");
+		return 0;
+	}
+	return 1;
+}
+
 static int read_data(struct tar_ctx *c, struct archive *a,
 		     struct spool_file *f, const char *path)
 {
 	const void *buf;
 	size_t size;
 	la_int64_t off;
-	int r, ret;
+	int64_t pos;
+	int r, ret, first = 1;
 
 	for (;;) {
 		r = archive_read_data_block(a, &buf, &size, &off);
@@ -110,9 +151,20 @@ static int read_data(struct tar_ctx *c, struct archive *a,
 		}
 		if (off < 0 || (uint64_t)off + size > f->size)
 			return fail(c, -EBADMSG, "data beyond the member's size", path);
-		ret = spool_file_append(c->sp, f, (uint64_t)off, buf, size);
+		/* A file is read in place whole or not at all. */
+		if (first && !(c->in_place && in_place_ok(c, a, buf, size, 1, &pos)))
+			f->in_place = 0;
+		else if (first)
+			f->in_place = 1;
+		else if (f->in_place)
+			in_place_ok(c, a, buf, size, 0, &pos);
+		first = 0;
+		if (f->in_place)
+			ret = spool_file_in_place(f, (uint64_t)off, (uint64_t)pos, size);
+		else
+			ret = spool_file_append(c->sp, f, (uint64_t)off, buf, size);
 		if (ret)
-			return fail(c, ret, "writing the spool", path);
+			return fail(c, ret, f->in_place ? "allocating" : "writing the spool", path);
 	}
 }
 
@@ -268,6 +320,7 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
 	char prev[128] = "";	/* the last member read, for messages */
+	struct stat st;
 	int r, ret = 0;
 
 	if (!a)
@@ -277,12 +330,19 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	archive_read_support_filter_all(a);
 	archive_read_support_format_tar(a);
 	archive_read_support_format_gnutar(a);
+	c.fd = fd;
+	c.base = fstat(fd, &st) || !S_ISREG(st.st_mode) ? -1 : lseek(fd, 0, SEEK_CUR);
 	if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) {
 		snprintf(err->detail, sizeof(err->detail), "%s",
 			 archive_error_string(a) ? archive_error_string(a) : "");
 		ret = fail(&c, -EBADMSG, "not a tar archive", "");
 		goto out;
 	}
+	/* An uncompressed archive in a file: no copy of its data. */
+	c.in_place = c.base >= 0 && archive_filter_count(a) == 1 &&
+		     archive_filter_code(a, 0) == ARCHIVE_FILTER_NONE;
+	if (c.in_place)
+		sp->in_fd = fd;
 	for (;;) {
 		r = archive_read_next_header(a, &e);
 		if (r == ARCHIVE_EOF)

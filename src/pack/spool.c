@@ -2,7 +2,9 @@
 /*
  * The spool: tar file data appended to one unnamed temporary file, so the
  * image can lay files out in canonical order whatever the archive order.
- * Each file is a list of extents; what no extent covers is a hole.
+ * Each file is a list of extents; what no extent covers is a hole.  An
+ * uncompressed archive in a regular file needs no copy: its files'
+ * extents point into the archive itself (read_tar.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +25,7 @@ struct spool *spool_create(const char *dir, int *err)
 		*err = -ENOMEM;
 		return NULL;
 	}
+	sp->in_fd = -1;
 	sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (sp->fd < 0) {
 		char tmpl[4200];
@@ -63,29 +66,46 @@ int spool_flush(struct spool *sp)
 	return ret;
 }
 
-int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
-		      const void *data, size_t len)
+/* Bytes [off, off+len) of f are at pos: extend the last extent or add one. */
+static int ext_add(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t len)
 {
 	struct spool_extent *last = f->n ? &f->ext[f->n - 1] : NULL;
 	int ret;
 
+	if (last && last->off + last->len == off && last->pos + last->len == pos) {
+		last->len += len;
+		return 0;
+	}
+	if (last && off < last->off + last->len)
+		f->unsorted = 1;
+	ret = array_reserve((void **)&f->ext, &f->cap, f->n + 1, sizeof(*f->ext));
+	if (ret)
+		return ret;
+	f->ext[f->n].off = off;
+	f->ext[f->n].pos = pos;
+	f->ext[f->n].len = len;
+	f->n++;
+	return 0;
+}
+
+int spool_file_in_place(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t len)
+{
+	if (!len)
+		return 0;
+	f->in_place = 1;
+	return ext_add(f, off, pos, len);
+}
+
+int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
+		      const void *data, size_t len)
+{
+	int ret;
+
 	if (len == 0)
 		return 0;
-	if (last && last->off + last->len == off &&
-	    last->pos + last->len == sp->size) {
-		last->len += len;
-	} else {
-		if (last && off < last->off + last->len)
-			f->unsorted = 1;
-		ret = array_reserve((void **)&f->ext, &f->cap, f->n + 1,
-				    sizeof(*f->ext));
-		if (ret)
-			return ret;
-		f->ext[f->n].off = off;
-		f->ext[f->n].pos = sp->size;
-		f->ext[f->n].len = len;
-		f->n++;
-	}
+	ret = ext_add(f, off, sp->size, len);
+	if (ret)
+		return ret;
 	while (len) {
 		size_t n = SPOOL_BUF - sp->fill < len ? SPOOL_BUF - sp->fill : len;
 
@@ -157,8 +177,8 @@ static int sp_read(void *handle, uint64_t off, void *buf, size_t len)
 			break;
 		if (a >= b)
 			continue;
-		ret = pread_all(f->sp->fd, p + (a - off), (size_t)(b - a),
-				e->pos + (a - e->off));
+		ret = pread_all(f->in_place ? f->sp->in_fd : f->sp->fd, p + (a - off),
+				(size_t)(b - a), e->pos + (a - e->off));
 		if (ret)
 			return ret;
 	}

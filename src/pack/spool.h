@@ -6,6 +6,7 @@
 
 struct spool {
 	int fd;
+	int in_fd;		/* the archive itself, for files read in place; -1 */
 	uint64_t size;		/* bytes appended, buffered ones included */
 	uint8_t *buf;
 	size_t fill;
@@ -23,10 +24,13 @@ struct spool_file {
 	struct spool_extent *ext;
 	size_t n, cap;
 	int unsorted;		/* extents out of order or overlapping */
+	int in_place;		/* extents are offsets in sp->in_fd, not the spool */
 };
 
 int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
 		      const void *data, size_t len);
+/* f's bytes [off, off+len) are at pos in sp->in_fd (f->in_place is set). */
+int spool_file_in_place(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t len);
 int spool_flush(struct spool *sp);
 void spool_file_free(void *f);
 

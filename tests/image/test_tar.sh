@@ -5,7 +5,9 @@
 # (GNU tar: gnu, posix with xattrs, posix sparse 1.0, ustar for a subset without
 # long names; plain, and gzip/xz/zstd compressed; from a file and from a pipe)
 # must give byte-identical images to packing the directory with the same
-# options, and the image must match the tree through the kernel.  Hostile
+# options, and the image must match the tree through the kernel.  An
+# uncompressed archive read from a file is read in place: it packs where a
+# copy of it would not fit, from any starting offset of standard input.  Hostile
 # archives must fail with exit status 1 and a message, leave no image and no
 # temporary file, and not crash.
 set -euo pipefail
@@ -103,7 +105,6 @@ NOX=$(dir_image "$SRC" --no-xattrs)
 "${TAR_C[@]}" --format=gnu --sparse -cf "$S/ar/gnu.tar" .
 from_tar gnu "$NOX" "$S/ar/gnu.tar" && check_mount gnu "$SRC" no-xattrs
 from_tar "gnu, --no-xattrs" "$NOX" "$S/ar/gnu.tar" --no-xattrs
-rm -f "$S/ar/gnu.tar"
 
 section "ustar subset (short names, small ids, no sparse files)"
 SUB=$S/sub
@@ -116,6 +117,46 @@ SUBSHA=$(dir_image "$SUB" --no-xattrs)
 tar -C "$SUB" --numeric-owner --format=ustar -cf "$S/ar/ustar.tar" . || fail "tar --format=ustar"
 from_tar ustar "$SUBSHA" "$S/ar/ustar.tar" && check_mount ustar "$SUB" no-xattrs
 rm -rf "$S/ar/ustar.tar" "$SUB"
+
+section "an uncompressed archive from a file is read in place"
+# Standard input already 1000 bytes into the file: offsets count from there.
+{ head -c 1000 /dev/urandom; cat "$S/ar/gnu.tar"; } >"$S/ar/prefixed.tar"
+rm -f -- "$OUT/tar.sqfs"
+if { dd of=/dev/null bs=1000 count=1 status=none &&
+	"$SQFS_PACK" --tar -q --mkfs-time "$T" "$OUT/tar.sqfs"; } <"$S/ar/prefixed.tar"; then
+	[[ $(sha "$OUT/tar.sqfs") == "$NOX" ]] && log "ok: [offset 1000] same bytes as the directory image" ||
+		fail "[offset 1000] the image differs from the directory image"
+else
+	fail "[offset 1000] sqfs-pack --tar failed"
+fi
+# 8 MiB of text packs to a few KiB: on a 3 MiB file system the image fits
+# and a copy of the archive does not.
+INP=$S/inplace
+mkdir "$INP"
+"$PYTHON3" -c 'import sys; sys.stdout.write("".join("line %d of a long text file\n" % i for i in range(300000)))' \
+	>"$INP/text"
+touch -d @1234567 "$INP/text" "$INP"
+INPSHA=$(dir_image "$INP" --no-xattrs)
+tar -C "$INP" --numeric-owner --format=gnu -cf "$S/ar/inplace.tar" .
+SMALL=$S/small
+scratch_fs "$SMALL" 3m
+if "$SQFS_PACK" --tar -q --mkfs-time "$T" "$SMALL/a.sqfs" <"$S/ar/inplace.tar" 2>"$S/err"; then
+	[[ $(sha "$SMALL/a.sqfs") == "$INPSHA" ]] &&
+		log "ok: [in place] $(stat -c %s "$S/ar/inplace.tar")-byte archive packed on a 3 MiB file system" ||
+		fail "[in place] the image differs from the directory image"
+else
+	fail "[in place] sqfs-pack --tar from the file needed room for a copy: $(cat "$S/err")"
+fi
+rm -f -- "$SMALL/a.sqfs"
+rc=0
+cat "$S/ar/inplace.tar" | "$SQFS_PACK" --tar -q "$SMALL/b.sqfs" 2>"$S/err" || rc=$?
+if [[ $rc -eq 1 ]] && grep -q "No space left on device" "$S/err" && [[ ! -e $SMALL/b.sqfs ]] &&
+	[[ -z $(ls -A "$SMALL") ]]; then
+	log "ok: [pipe] the same archive from a pipe is spooled, and the spool does not fit: $(head -n1 "$S/err")"
+else
+	fail "[pipe] expected exit 1 and ENOSPC with nothing left, got $rc: $(cat "$S/err"); $(ls -A "$SMALL")"
+fi
+rm -rf -- "$INP" "$S/ar/inplace.tar" "$S/ar/prefixed.tar" "$S/ar/gnu.tar"
 
 # --- hostile input ---------------------------------------------------------------
 section "hostile archives"
