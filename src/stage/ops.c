@@ -93,6 +93,7 @@ static void fill_entry(struct fuse_entry_param *e, struct snode *n)
 }
 
 #define XATTR_CAPS "security.capability"
+#define CAP_FSETID_BIT 4	/* linux/capability.h */
 
 /* The directory ino, or an errno. */
 static int get_dir(struct stage *s, fuse_ino_t ino, const char *name,
@@ -300,36 +301,84 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 	return 0;
 }
 
-/* The caller of req is in group gid (its own or a supplementary one). */
-static int caller_in_group(fuse_req_t req, gid_t gid)
+/*
+ * From /proc/PID/status of the caller of req: whether it is in group gid
+ * (its own or a supplementary one) and whether CAP_FSETID is in its
+ * effective set.  What cannot be read counts as neither.  Not
+ * fuse_req_getgroups(): libfuse 3.14 searches its read buffer without
+ * terminating it (ASan finds the overrun).
+ */
+static void caller_status(fuse_req_t req, gid_t gid, int *in_group, int *fsetid)
 {
-	gid_t list[64];
-	int i, n;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	size_t cap = 64 * 1024, len = 0;
+	char path[64], *buf, *g;
+	ssize_t r;
+	int fd;
 
-	if (fuse_req_ctx(req)->gid == gid)
-		return 1;
-	n = fuse_req_getgroups(req, 64, list);
-	for (i = 0; i < n && i < 64; i++)
-		if (list[i] == gid)
-			return 1;
-	return 0;
+	*in_group = ctx->gid == gid;
+	*fsetid = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	buf = malloc(cap);
+	while (buf && len < cap - 1 && (r = read(fd, buf + len, cap - 1 - len)) > 0)
+		len += (size_t)r;
+	close(fd);
+	if (!buf)
+		return;
+	buf[len] = '\0';
+	g = strstr(buf, "\nCapEff:");
+	if (g)
+		*fsetid = !!(strtoull(g + 8, NULL, 16) & (1ull << CAP_FSETID_BIT));
+	g = strstr(buf, "\nGroups:");
+	for (g = g ? g + 8 : NULL; g && !*in_group;) {
+		while (*g == ' ' || *g == '\t')
+			g++;
+		if (*g < '0' || *g > '9')
+			break;	/* the line's end */
+		*in_group = strtoul(g, &g, 10) == gid;
+	}
+	free(buf);
 }
 
 /*
- * What Linux does to a file written, truncated or chowned by someone, which
- * the kernel leaves to us with HANDLE_KILLPRIV_V2 (see passthrough.c).  A
- * setgid file without group execute loses the bit too when written or
- * truncated by a caller outside its group: the kernel only asks us to when
- * the caller lacks CAP_FSETID, and a chown keeps it, as the owner or root
- * (in the group, or capable) is who chowns.
+ * What Linux does to a file written, truncated or chowned, which the kernel
+ * leaves to us with HANDLE_KILLPRIV_V2 (passthrough.c).  A chown clears
+ * setuid, and setgid if group-executable.  So does a write or truncate by a
+ * caller without CAP_FSETID, which also clears setgid without group execute
+ * if the caller is outside the file's group.  The kernel says which through
+ * the setattr: FATTR_KILL_SUIDGID (libfuse's KILL_SUID bit) on a chown, or
+ * on a truncate by a caller without CAP_FSETID; and a setattr that sets
+ * nothing after a write, truncate or fallocate that has something to drop
+ * (v2 strips the mode change it would send; without v2 it is sent when the
+ * kernel's own reckoning, which knows no group rule, changed nothing).  From
+ * a caller with CAP_FSETID that empty setattr is either a chown(-1, -1),
+ * which clears as a chown does, or the end of a write that only dropped
+ * security.capability: the kernel removed it just before, from the same
+ * process, and the mode stays.
  */
-static void kill_privs(struct stage *s, struct snode *n, fuse_req_t req, int chown)
+enum kill_why { KILL_CHOWN, KILL_UNPRIVILEGED, KILL_UNKNOWN };
+
+static void kill_privs(struct stage *s, struct snode *n, fuse_req_t req, enum kill_why why)
 {
+	int in_group = 1, fsetid = 0;
+
 	if (S_ISDIR(n->mode))
 		return;
+	if (why == KILL_UNKNOWN || (why == KILL_UNPRIVILEGED && (n->mode & S_ISGID) &&
+				     !(n->mode & S_IXGRP)))
+		caller_status(req, n->gid, &in_group, &fsetid);
+	if (why == KILL_UNKNOWN && fsetid) {
+		if (s->capdrop_ino == n->ino && s->capdrop_pid == fuse_req_ctx(req)->pid) {
+			s->capdrop_ino = 0;
+			return;
+		}
+		why = KILL_CHOWN;
+	}
 	n->mode &= ~(mode_t)S_ISUID;
-	if ((n->mode & S_IXGRP) ||
-	    (!chown && (n->mode & S_ISGID) && !caller_in_group(req, n->gid)))
+	if ((n->mode & S_IXGRP) || (why != KILL_CHOWN && !in_group))
 		n->mode &= ~(mode_t)S_ISGID;
 	if (!xattr_remove(n, XATTR_CAPS))
 		stage_jnl_xattr(s, n, XATTR_CAPS, NULL, 0, 1);
@@ -364,8 +413,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (err)
 			goto out;
 	}
-	if (stage_pt_kill_privs())
-		kill_privs(s, n, req, !!(to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)));
+	if (to_set & FUSE_SET_ATTR_KILL_SUID)
+		kill_privs(s, n, req, to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) ?
+			   KILL_CHOWN : KILL_UNPRIVILEGED);
+	else if (!(to_set & ~FUSE_SET_ATTR_KILL_SGID))
+		kill_privs(s, n, req, KILL_UNKNOWN);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
 	if ((uid != n->uid || gid != n->gid) && (err = -stage_node_set_owner(s, n, uid, gid))) {
@@ -942,12 +994,6 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	if (res < 0) {
 		fuse_reply_err(req, (int)-res);
 		return;
-	}
-	if (stage_pt_kill_privs()) {
-		lock(s);
-		kill_privs(s, h->n, req, 0);
-		stage_jnl_node(s, h->n);
-		unlock(s);
 	}
 	data_changed(s, h, (uint64_t)off, (uint64_t)res);
 	fuse_reply_write(req, (size_t)res);
@@ -1527,6 +1573,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		err = ENOENT;
 	} else {
 		err = -xattr_remove(n, name);
+		if (!err && !strcmp(name, XATTR_CAPS)) {
+			s->capdrop_ino = ino;
+			s->capdrop_pid = fuse_req_ctx(req)->pid;
+		}
 		if (!err) {
 			stage_jnl_xattr(s, n, name, NULL, 0, 1);
 			touch(s, n, 0, 1);

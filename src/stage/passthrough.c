@@ -27,13 +27,12 @@
  * it when the kernel offers it, and every answer leaves through out(), which
  * gives an answer to a ring request back to its ring.
  *
- * They also take FUSE_HANDLE_KILLPRIV_V2 (Linux 5.11): the kernel then stops
- * asking for security.capability before every write (a file found without
- * it, and not setuid, is marked S_NOSEC until its attributes are next
- * refreshed), and no longer fetches the attributes before every chown.  In
- * exchange we clear setuid and setgid ourselves when a request says to (see
- * stage_pt_kill_privs), and drop security.capability with them, which the
- * kernel has mostly done already by then.
+ * The INIT answer also takes FUSE_HANDLE_KILLPRIV_V2 (Linux 5.11): the
+ * kernel then stops asking for security.capability before every write (a
+ * file found without it, and not setuid, is marked S_NOSEC until its
+ * attributes are next refreshed), and no longer fetches the attributes
+ * before every chown.  In exchange we clear setuid and setgid ourselves
+ * when a setattr says to (op_setattr).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,14 +67,7 @@ struct pt_backing_map {
 #define PT_IOC_BACKING_OPEN _IOW(PT_IOC_MAGIC, 1, struct pt_backing_map)
 #define PT_IOC_BACKING_CLOSE _IOW(PT_IOC_MAGIC, 2, uint32_t)
 
-enum { OP_SETATTR = 4, OP_OPEN = 14, OP_WRITE = 16, OP_INIT = 26, OP_CREATE = 35 };
-
-/* fuse_setattr_in.valid and fuse_write_in.write_flags bits */
-#define PT_FATTR_FH (1u << 6)
-#define PT_FATTR_LOCKOWNER (1u << 9)
-#define PT_FATTR_KILL_SUIDGID (1u << 11)
-#define PT_WRITE_KILL_SUIDGID (1u << 2)
-#define WRITE_IN_FLAGS 20	/* fuse_write_in: fh, offset, size, write_flags */
+enum { OP_OPEN = 14, OP_INIT = 26, OP_CREATE = 35 };
 
 /* The wire headers, as the kernel lays them out. */
 struct pt_in_header {
@@ -118,7 +110,7 @@ struct stage_pt {
 	int on;			/* we asked for it; cleared when the kernel refuses */
 	int ring_offered;	/* ... and FUSE_OVER_IO_URING */
 	int killpriv_offered;	/* ... and FUSE_HANDLE_KILLPRIV_V2 */
-	int killpriv;		/* we took it (atomic: read by every worker) */
+	int killpriv;		/* we took it (atomic: read by the status) */
 	uint64_t init_unique;
 	uint64_t opens;		/* answered in passthrough */
 	struct ptn *tab[PT_SLOTS];
@@ -128,7 +120,6 @@ struct stage_pt {
 static __thread uint64_t cur_unique;
 static __thread uint32_t cur_opcode;
 static __thread int cur_backing;
-static __thread int cur_kill;
 
 void stage_pt_note_request(struct stage *s, const void *buf, size_t len)
 {
@@ -136,30 +127,10 @@ void stage_pt_note_request(struct stage *s, const void *buf, size_t len)
 	const struct pt_in_header *h = buf;
 
 	cur_backing = 0;
-	cur_kill = 0;
 	if (!pt || len < sizeof(*h))
 		return;
 	cur_unique = h->unique;
 	cur_opcode = h->opcode;
-	if (__atomic_load_n(&pt->killpriv, __ATOMIC_RELAXED)) {
-		const char *arg = (const char *)buf + sizeof(*h);
-		uint32_t v;
-
-		/*
-		 * A setattr that sets nothing is the kernel's own request to
-		 * drop privileges (file_remove_privs on a write, truncate or
-		 * fallocate by a caller without CAP_FSETID): with KILLPRIV_V2
-		 * it strips the mode change it would otherwise have sent.
-		 */
-		if (h->opcode == OP_SETATTR && len >= sizeof(*h) + 4) {
-			memcpy(&v, arg, 4);
-			cur_kill = (v & PT_FATTR_KILL_SUIDGID) ||
-				   !(v & ~(PT_FATTR_FH | PT_FATTR_LOCKOWNER));
-		} else if (h->opcode == OP_WRITE && len >= sizeof(*h) + WRITE_IN_FLAGS + 4) {
-			memcpy(&v, arg + WRITE_IN_FLAGS, 4);
-			cur_kill = !!(v & PT_WRITE_KILL_SUIDGID);
-		}
-	}
 	if (h->opcode == OP_INIT && len >= sizeof(*h) + INIT_IN_FLAGS2 + 4) {
 		uint32_t flags, flags2;
 
@@ -170,11 +141,6 @@ void stage_pt_note_request(struct stage *s, const void *buf, size_t len)
 		pt->ring_offered = (flags & PT_INIT_EXT) && (flags2 & PT_FLAG2_OVER_IO_URING);
 		pt->killpriv_offered = !!(flags & PT_HANDLE_KILLPRIV_V2);
 	}
-}
-
-int stage_pt_kill_privs(void)
-{
-	return cur_kill;
 }
 
 int stage_pt_killpriv(const struct stage *s)
@@ -229,10 +195,6 @@ static ssize_t send_patched(struct stage *s, int fd, struct iovec *iov, int coun
 		if (x & PT_WRITEBACK_CACHE)
 			return out(s, fd, iov, count);
 		x |= PT_INIT_EXT;
-		/*
-		 * Only with our read hook on every request (no splice, which
-		 * we turn off whenever passthrough or the rings are wanted).
-		 */
 		if (pt->killpriv_offered) {
 			x |= PT_HANDLE_KILLPRIV_V2;
 			__atomic_store_n(&pt->killpriv, 1, __ATOMIC_RELAXED);
@@ -287,7 +249,7 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 		return out(s, fd, iov, count);
 	cur_backing = 0;
 	if (cur_opcode == OP_INIT && o->unique == pt->init_unique &&
-	    ((pt->on && pt->offered) || stage_pt_ring_wanted(s)))
+	    ((pt->on && pt->offered) || stage_pt_ring_wanted(s) || pt->killpriv_offered))
 		return send_patched(s, fd, iov, count, 1, 0);
 	if (backing > 0 && (cur_opcode == OP_OPEN || cur_opcode == OP_CREATE))
 		return send_patched(s, fd, iov, count, 0, backing);

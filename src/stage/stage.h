@@ -186,6 +186,9 @@ struct stage {
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
 	uint64_t pass;
 	int final_status;	/* exit status of the daemon */
+	/* The last removal of security.capability: whose, by whom (ops.c). */
+	fuse_ino_t capdrop_ino;
+	pid_t capdrop_pid;
 };
 
 /* node.c */
@@ -337,11 +340,6 @@ int stage_pt_release(struct stage *s, struct snode *n, int writer);
 void stage_pt_note_request(struct stage *s, const void *buf, size_t len);
 /* The kernel offered FUSE over io_uring and we take it. */
 int stage_pt_ring_wanted(const struct stage *s);
-/*
- * The request this thread is answering asks us to clear setuid, and setgid
- * on a group-executable file (HANDLE_KILLPRIV_V2; any lock state).
- */
-int stage_pt_kill_privs(void);
 /* We took FUSE_HANDLE_KILLPRIV_V2. */
 int stage_pt_killpriv(const struct stage *s);
 

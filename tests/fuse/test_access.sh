@@ -197,6 +197,8 @@ os.write(fd, b"a"); os.fchmod(fd, 0o4777); os.write(fd, b"b"); os.close(fd)' "$d
 	echo x >>"$d/cap_root"; cap cap_root
 	mk cap_chown 0755; setfattr -n security.capability -v "$CAP" "$d/cap_chown"
 	chown 2:2 "$d/cap_chown"; cap cap_chown
+	mk cap_suid_root 4755; setfattr -n security.capability -v "$CAP" "$d/cap_suid_root"
+	echo x >>"$d/cap_suid_root"; cap cap_suid_root; res cap_suid_root
 	mk cap_kept 0755; setfattr -n security.capability -v "$CAP" "$d/cap_kept"
 	chmod 0750 "$d/cap_kept"; cap cap_kept
 }
@@ -206,7 +208,8 @@ mkdir -m 0777 "$REF"
 privs "$REF" >"$WORK/privs.ref"
 # The oracle itself must show the rules, or the comparison proves nothing.
 for want in "w_suid 777" "w_sgid 777" "w_sgid_nx 2767" "w_sgid_nx_other 766" "root_w 6777" "trunc 777" \
-	"chown 755" "chmod_w 777" "dir 2775" "cap_w cap" "cap_w nocap" "cap_kept cap"; do
+	"chown 755" "chmod_w 777" "dir 2775" "cap_w cap" "cap_w nocap" "cap_kept cap" \
+	"cap_suid_root nocap" "cap_suid_root 4755"; do
 	grep -qx "$want" "$WORK/privs.ref" || fail "the kernel's own rule: no '$want' in $(tr '\n' ' ' <"$WORK/privs.ref")"
 done
 for mopt in allow_other allow_other,no_passthrough; do
