@@ -106,29 +106,27 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 }
 
 /*
- * The data block libarchive just returned lies at the position its filter
- * has consumed to (the tar reader consumes a block on the next call), so
- * in an uncompressed archive it is there in the file.
+ * Where the data block libarchive just returned lies in fd: at the position
+ * its filter has consumed to (the tar reader consumes a block on the next
+ * call).  The first bytes of the first members' blocks are checked there.
  */
-static int in_place_ok(struct tar_ctx *c, struct archive *a, const void *buf,
-		       size_t size, int first, int64_t *pos)
+static int in_place_pos(struct tar_ctx *c, struct archive *a, const void *buf,
+			size_t size, int check, int64_t *pos)
 {
 	uint8_t chk[IN_PLACE_CHECK_BYTES];
 	size_t n = size < sizeof(chk) ? size : sizeof(chk);
 
 	*pos = c->base + archive_filter_bytes(a, 0);
-	if (!first || c->checked >= IN_PLACE_CHECKS)
+	if (!check || c->checked >= IN_PLACE_CHECKS)
 		return 1;
 	c->checked++;
-	if (*pos < c->base || pread_all(c->fd, chk, n, (uint64_t)*pos) ||
-	    memcmp(chk, buf, n)) {
-		c->in_place = 0;
-		if (c->warn)
-			fprintf(c->warn, "warning: the archive's data is not where expected; "
-				"copying it to a spool file instead\n");
-		return 0;
-	}
-	return 1;
+	if (*pos >= c->base && !pread_all(c->fd, chk, n, (uint64_t)*pos) && !memcmp(chk, buf, n))
+		return 1;
+	c->in_place = 0;
+	if (c->warn)
+		fprintf(c->warn, "warning: the archive's data is not where expected; "
+			"copying it to a spool file instead\n");
+	return 0;
 }
 
 static int read_data(struct tar_ctx *c, struct archive *a,
@@ -152,12 +150,10 @@ static int read_data(struct tar_ctx *c, struct archive *a,
 		if (off < 0 || (uint64_t)off + size > f->size)
 			return fail(c, -EBADMSG, "data beyond the member's size", path);
 		/* A file is read in place whole or not at all. */
-		if (first && !(c->in_place && in_place_ok(c, a, buf, size, 1, &pos)))
-			f->in_place = 0;
-		else if (first)
-			f->in_place = 1;
+		if (first)
+			f->in_place = c->in_place && in_place_pos(c, a, buf, size, 1, &pos);
 		else if (f->in_place)
-			in_place_ok(c, a, buf, size, 0, &pos);
+			in_place_pos(c, a, buf, size, 0, &pos);
 		first = 0;
 		if (f->in_place)
 			ret = spool_file_in_place(f, (uint64_t)off, (uint64_t)pos, size);

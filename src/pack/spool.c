@@ -90,10 +90,7 @@ static int ext_add(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t le
 
 int spool_file_in_place(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t len)
 {
-	if (!len)
-		return 0;
-	f->in_place = 1;
-	return ext_add(f, off, pos, len);
+	return len ? ext_add(f, off, pos, len) : 0;
 }
 
 int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,

@@ -29,7 +29,7 @@ struct spool_file {
 
 int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
 		      const void *data, size_t len);
-/* f's bytes [off, off+len) are at pos in sp->in_fd (f->in_place is set). */
+/* f's bytes [off, off+len) are at pos in sp->in_fd (for a file with in_place set). */
 int spool_file_in_place(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t len);
 int spool_flush(struct spool *sp);
 void spool_file_free(void *f);

@@ -311,36 +311,31 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 static void caller_status(fuse_req_t req, gid_t gid, int *in_group, int *fsetid)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	size_t cap = 64 * 1024, len = 0;
-	char path[64], *buf, *g;
-	ssize_t r;
-	int fd;
+	char path[64], *line = NULL, *g;
+	size_t cap = 0;
+	FILE *f;
 
 	*in_group = ctx->gid == gid;
 	*fsetid = 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	f = fopen(path, "re");
+	if (!f)
 		return;
-	buf = malloc(cap);
-	while (buf && len < cap - 1 && (r = read(fd, buf + len, cap - 1 - len)) > 0)
-		len += (size_t)r;
-	close(fd);
-	if (!buf)
-		return;
-	buf[len] = '\0';
-	g = strstr(buf, "\nCapEff:");
-	if (g)
-		*fsetid = !!(strtoull(g + 8, NULL, 16) & (1ull << CAP_FSETID_BIT));
-	g = strstr(buf, "\nGroups:");
-	for (g = g ? g + 8 : NULL; g && !*in_group;) {
-		while (*g == ' ' || *g == '\t')
-			g++;
-		if (*g < '0' || *g > '9')
-			break;	/* the line's end */
-		*in_group = strtoul(g, &g, 10) == gid;
+	while (getline(&line, &cap, f) > 0) {
+		if (!strncmp(line, "CapEff:", 7))
+			*fsetid = !!(strtoull(line + 7, NULL, 16) & (1ull << CAP_FSETID_BIT));
+		if (strncmp(line, "Groups:", 7))
+			continue;
+		for (g = line + 7; !*in_group;) {
+			while (*g == ' ' || *g == '\t')
+				g++;
+			if (*g < '0' || *g > '9')
+				break;	/* the line's end */
+			*in_group = strtoul(g, &g, 10) == gid;
+		}
 	}
-	free(buf);
+	free(line);
+	fclose(f);
 }
 
 /*
