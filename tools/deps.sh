@@ -8,7 +8,7 @@ pkgs=(build-essential meson ninja-build pkg-config
       libarchive-dev libxxhash-dev libfuse3-dev fuse3 libcmocka-dev
       squashfs-tools squashfs-tools-ng squashfuse attr
       python3 xz-utils zstd gzip tar util-linux valgrind
-      rsync debootstrap
+      rsync debootstrap strace		# strace: tests/fuse/test_recover.sh
       stress-ng				# tests/fuse/test_stressng.sh
       time procps				# tools/bench
       clang-14 libclang-rt-14-dev)	# libFuzzer (tools/test.sh --mode=fuzz)

@@ -58,6 +58,7 @@ struct stage_jnl {
 	size_t ndirty, cdirty;
 	uint64_t mark;		/* operation number, to mark a node once */
 	uint64_t size;		/* bytes in the journal file */
+	uint64_t synced;	/* of them, made durable by a flush */
 	uint64_t snap_size;	/* of them, the snapshot it started from */
 };
 
@@ -275,21 +276,29 @@ out:
 	j->rec.len = 0;
 	j->out.len = 0;
 	if (!j->err && j->size > JNL_COMPACT_MIN && j->size / 4 > j->snap_size) {
-		uint64_t size = j->size;
-
 		ret = stage_jnl_rewrite(s);
 		if (ret) {
 			/* Go on appending; try again when it has doubled. */
 			stage_log(s, LOG_WARNING, "compacting the journal: %s", strerror(-ret));
-			j->size = size;
-			j->snap_size = size / 2;
+			j->snap_size = j->size / 2;
 		}
 	}
 }
 
-int stage_jnl_sync(struct stage *s)
+/*
+ * Make every answered change survive a power loss (the journal), with the
+ * spool file names the caller relies on: that of regular node ino, or with
+ * ino 0 (a directory's fsync) those of all nodes.  What an earlier sync
+ * already made durable is not flushed again: dpkg fsyncs each file it
+ * unpacked, one after the other, and after the first of a package the
+ * journal and the names are unchanged, so each later one costs only its
+ * own file's flush (debootstrap: 8 000 fsyncs, 3 flushes each before).
+ * Lock held.
+ */
+int stage_jnl_sync(struct stage *s, fuse_ino_t ino)
 {
 	struct stage_jnl *j = s->jnl;
+	fuse_ino_t below = s->next_ino;
 
 	if (!j)
 		return 0;
@@ -303,9 +312,20 @@ int stage_jnl_sync(struct stage *s)
 			return -EIO;
 		stage_log(s, LOG_INFO, "the journal in %s is whole again", s->spool);
 	}
-	/* The journal, and the names of new data files. */
-	if (fdatasync(j->fd) || fsync(s->datafd))
-		return -errno;
+	if (j->synced != j->size) {
+		if (fdatasync(j->fd))
+			return -errno;
+		j->synced = j->size;
+	}
+	/*
+	 * Node numbers only grow, and a regular node's spool file is made
+	 * before its number is handed out, so every file below `below` exists.
+	 */
+	if (ino ? ino >= s->names_synced : s->names_synced < below) {
+		if (fsync(s->datafd))
+			return -errno;
+		s->names_synced = below;
+	}
 	return 0;
 }
 
@@ -402,9 +422,11 @@ int stage_jnl_rewrite(struct stage *s)
 	struct stage_jnl *j = s->jnl;
 	char *path = NULL, *tmp = NULL;
 	int fd = -1, old, spfd = -1, ret = -ENOMEM;
+	uint64_t old_size;
 
 	if (!j)
 		return 0;
+	old_size = j->size;
 	if (asprintf(&path, "%s/journal", s->spool) < 0 ||
 	    asprintf(&tmp, "%s/journal.new", s->spool) < 0)
 		goto out;
@@ -429,6 +451,7 @@ int stage_jnl_rewrite(struct stage *s)
 	if (ret) {
 		close(fd);
 		unlink(tmp);
+		j->size = old_size;
 		goto out;
 	}
 	spfd = open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -439,6 +462,7 @@ int stage_jnl_rewrite(struct stage *s)
 	close(j->fd);
 	j->fd = fd;
 	j->snap_size = j->size;
+	j->synced = j->size;
 	j->err = 0;
 	j->ndirty = 0;
 	j->rec.len = 0;

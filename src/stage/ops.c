@@ -1036,7 +1036,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	lock(s);
 	stage_pt_sync(s, FH(fi)->n);
 	if (!err)
-		err = -stage_jnl_sync(s);
+		err = -stage_jnl_sync(s, FH(fi)->n->ino);
 	unlock(s);
 	fuse_reply_err(req, err);
 }
@@ -1231,7 +1231,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)datasync;
 	(void)fi;
 	lock(s);
-	err = -stage_jnl_sync(s);
+	err = -stage_jnl_sync(s, 0);
 	unlock(s);
 	fuse_reply_err(req, err);
 }

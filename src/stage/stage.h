@@ -165,6 +165,8 @@ struct stage {
 	struct snode **itab;
 	size_t islots, inodes;
 	fuse_ino_t next_ino;
+	/* The spool files of regular nodes below this number have durable names. */
+	fuse_ino_t names_synced;
 	struct snode *root;
 	uint64_t total_writers;
 	struct stage_ids ids;
@@ -309,7 +311,7 @@ void stage_jnl_xattr(struct stage *s, const struct snode *n, const char *name,
 		     const void *value, size_t size, int remove);
 void stage_jnl_flush(struct stage *s);
 /* fsync: make everything so far durable; -EIO if the journal fell behind. */
-int stage_jnl_sync(struct stage *s);
+int stage_jnl_sync(struct stage *s, fuse_ino_t ino);
 /* Start over from a snapshot of the tree (after a seal or a recovery). */
 int stage_jnl_rewrite(struct stage *s);
 

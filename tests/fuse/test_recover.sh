@@ -12,6 +12,7 @@
 #   - a seal killed mid-write leaves IMAGE as it was (or absent)
 #   - a journal cut short mid-batch recovers up to the last whole batch
 #   - recovering a spool in use, or a directory that is no spool, fails
+#   - an fsync flushes the journal and spool names only when they changed
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -225,6 +226,83 @@ rc=0
 	fail "not a spool: rc=$rc $(cat "$WORK/err5")"
 mountpoint -q "$WORK/m5" && fail "mounted on a bad --recover"
 "$SEAL" --quiet "$M" || fail "seal of test 4"
+wait_daemon 0
+
+# --- 6: what an fsync flushes ------------------------------------------------
+# An fsync makes the journal and the spool file names the caller relies on
+# durable, and flushes again only what changed since the last one (dpkg
+# fsyncs each file it unpacked, one after another).  strace -y shows each
+# flush with its file: SPOOL/journal, SPOOL/data (the names), the file.
+need_cmd strace
+mkdir -p "$WORK/o6"
+IMG=$WORK/o6/f.sqfs
+M=$WORK/m6
+stage_mount "$IMG" "$M" -o $OPTS
+SP=$(spool_of "$IMG")
+mkdir "$M/d"
+for i in $(seq 1 20); do echo "old $i" >"$M/d/old$i"; done
+echo fresh >"$M/d/first"
+# flushes TRACE: "J D" counts of journal and spool-directory flushes
+flushes() {
+	printf '%s %s\n' "$(grep -c "fdatasync([0-9]*<$SP/journal>" "$1" || true)" \
+		"$(grep -c "fsync([0-9]*<$SP/data>" "$1" || true)"
+}
+traced() { # TRACE PYTHON-CODE: run it under an strace of the daemon's flushes
+	local tr=$1 sp i
+	shift
+	strace -f -y -e trace=fsync,fdatasync -p "$DPID" -o "$tr" 2>/dev/null &
+	sp=$!
+	# Until every thread of the daemon is traced.
+	for ((i = 0; i < 200; i++)); do
+		! grep -qs '^TracerPid:[[:space:]]*0$' /proc/"$DPID"/task/*/status && break
+		sleep 0.05
+	done
+	python3 -c "$1" "$M"
+	sleep 0.2
+	kill -INT $sp
+	wait $sp 2>/dev/null || true
+}
+# First fsync of a file made since the last: journal and names.
+traced "$WORK/tr1" 'import os, sys
+fd = os.open(sys.argv[1] + "/d/first", os.O_RDONLY); os.fsync(fd); os.close(fd)'
+read -r j d < <(flushes "$WORK/tr1")
+((j == 1 && d == 1)) && ok "fsync of a new file: journal and names flushed" ||
+	fail "fsync of a new file: $j journal, $d name flushes (want 1 and 1)"
+# Files made before that flush, fsync'ed with nothing changed in between:
+# only their own data.
+traced "$WORK/tr2" 'import os, sys
+for i in range(1, 21):
+    fd = os.open(sys.argv[1] + "/d/old%d" % i, os.O_RDONLY); os.fsync(fd); os.close(fd)'
+read -r j d < <(flushes "$WORK/tr2")
+((j == 0 && d == 0)) && ok "20 fsyncs with nothing new: no journal or name flush" ||
+	fail "20 fsyncs with nothing new: $j journal, $d name flushes (want 0 and 0)"
+n=$(grep -c "fsync([0-9]*<$SP/data/[0-9]*>" "$WORK/tr2" || true)
+((n == 20)) && ok "each fsync flushed its own file" || fail "$n file flushes for 20 fsyncs"
+# A rename between fsyncs (dpkg's pattern): the journal each time, the
+# names never (no spool file was made).
+traced "$WORK/tr3" 'import os, sys
+d = sys.argv[1] + "/d/"
+for i in range(1, 11):
+    fd = os.open(d + "old%d" % i, os.O_RDONLY); os.fsync(fd); os.close(fd)
+    os.rename(d + "old%d" % i, d + "new%d" % i)'
+read -r j d < <(flushes "$WORK/tr3")
+((j == 9 && d == 0)) && ok "fsync after each rename: journal flushed each time, names not" ||
+	fail "fsync after renames: $j journal, $d name flushes (want 9 and 0)"
+# A new file, then fsync of an old one: the old file's name is durable, so
+# no name flush; the directory's fsync then needs the new name.
+traced "$WORK/tr4" 'import os, sys
+d = sys.argv[1] + "/d/"
+open(d + "second", "w").write("x")
+fd = os.open(d + "old20", os.O_RDONLY); os.fsync(fd); os.close(fd)
+fd = os.open(d, os.O_RDONLY); os.fsync(fd); os.fsync(fd); os.close(fd)'
+read -r j d < <(flushes "$WORK/tr4")
+((j == 1 && d == 1)) && ok "new file: one name flush, at the directory's fsync" ||
+	fail "new file then fsyncs: $j journal, $d name flushes (want 1 and 1)"
+crash "$M"
+stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
+[[ $(cat "$M/d/new3") == "old 3" && $(cat "$M/d/second") == x && ! -e $M/d/old3 ]] &&
+	ok "tree after the fsyncs recovered" || fail "tree after the fsyncs not recovered"
+"$SEAL" --quiet "$M" || fail "seal of test 6"
 wait_daemon 0
 
 finish
