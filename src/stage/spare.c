@@ -24,6 +24,12 @@
 
 #define SPARE_MAX 32		/* kept ready */
 #define SPARE_DROP 64		/* passed by, waiting for removal */
+/*
+ * A take wakes the helper only once this few are left (or removals pile
+ * up), so that it makes files in runs: a wakeup per CREATE is a futex call
+ * in the request's path and, on a VM, an interrupt to the other vCPU.
+ */
+#define SPARE_LOW (SPARE_MAX / 2)
 
 struct spare {
 	fuse_ino_t ino;
@@ -137,7 +143,8 @@ int stage_spare_take(struct stage *s, fuse_ino_t ino)
 	if (ino + 1 > sp->floor)
 		sp->floor = ino + 1;
 	sp->failing = 0;
-	pthread_cond_signal(&sp->wake);
+	if (sp->count <= SPARE_LOW || sp->ndrop >= SPARE_DROP / 2)
+		pthread_cond_signal(&sp->wake);
 	pthread_mutex_unlock(&sp->lock);
 	return fd;
 }
