@@ -59,6 +59,7 @@ struct stage_jnl {
 	uint64_t mark;		/* operation number, to mark a node once */
 	uint64_t size;		/* bytes in the journal file */
 	uint64_t synced;	/* of them, made durable by a flush */
+	uint64_t rewrites;	/* snapshots written (each replaces fd) */
 	uint64_t snap_size;	/* of them, the snapshot it started from */
 };
 
@@ -291,15 +292,18 @@ out:
  * ino 0 (a directory's fsync) those of all nodes.  What an earlier sync
  * already made durable is not flushed again: dpkg fsyncs each file it
  * unpacked, one after the other, and after the first of a package the
- * journal and the names are unchanged, so each later one costs only its
- * own file's flush (debootstrap: 8 000 fsyncs, 3 flushes each before).
- * Lock held.
+ * names are unchanged (debootstrap: 8 000 fsyncs, 3 flushes each before).
+ *
+ * The flushes run without stage->lock, beside the file's own (syncer.c):
+ * plan them with the lock held, run them, and record the result with the
+ * lock held again.
  */
-int stage_jnl_sync(struct stage *s, fuse_ino_t ino)
+int stage_jnl_plan(struct stage *s, fuse_ino_t ino, struct stage_jnl_plan *p)
 {
 	struct stage_jnl *j = s->jnl;
-	fuse_ino_t below = s->next_ino;
 
+	memset(p, 0, sizeof(*p));
+	p->fd = -1;
 	if (!j)
 		return 0;
 	if (j->err) {
@@ -313,20 +317,47 @@ int stage_jnl_sync(struct stage *s, fuse_ino_t ino)
 		stage_log(s, LOG_INFO, "the journal in %s is whole again", s->spool);
 	}
 	if (j->synced != j->size) {
-		if (fdatasync(j->fd))
+		/* A rewrite may replace j->fd meanwhile: then it flushed all. */
+		p->fd = fcntl(j->fd, F_DUPFD_CLOEXEC, 0);
+		if (p->fd < 0)
 			return -errno;
-		j->synced = j->size;
+		p->size = j->size;
+		p->rewrites = j->rewrites;
 	}
 	/*
 	 * Node numbers only grow, and a regular node's spool file is made
-	 * before its number is handed out, so every file below `below` exists.
+	 * before its number is handed out, so every file below next_ino exists.
 	 */
-	if (ino ? ino >= s->names_synced : s->names_synced < below) {
-		if (fsync(s->datafd))
-			return -errno;
-		s->names_synced = below;
+	if (ino ? ino >= s->names_synced : s->names_synced < s->next_ino) {
+		p->names = 1;
+		p->below = s->next_ino;
+		p->datafd = s->datafd;
 	}
 	return 0;
+}
+
+int stage_jnl_plan_run(const struct stage_jnl_plan *p)
+{
+	if (p->fd >= 0 && fdatasync(p->fd))
+		return -errno;
+	if (p->names && fsync(p->datafd))
+		return -errno;
+	return 0;
+}
+
+void stage_jnl_plan_done(struct stage *s, struct stage_jnl_plan *p, int ret)
+{
+	struct stage_jnl *j = s->jnl;
+
+	if (!ret && j) {
+		if (p->fd >= 0 && p->rewrites == j->rewrites && p->size > j->synced)
+			j->synced = p->size;
+		if (p->names && p->below > s->names_synced)
+			s->names_synced = p->below;
+	}
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -463,6 +494,7 @@ int stage_jnl_rewrite(struct stage *s)
 	j->fd = fd;
 	j->snap_size = j->size;
 	j->synced = j->size;
+	j->rewrites++;
 	j->err = 0;
 	j->ndirty = 0;
 	j->rec.len = 0;

@@ -146,6 +146,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	ret = stage_spare_start(s);
 	if (ret)
 		stage_log(s, LOG_WARNING, "no spool files made ahead (%s)", strerror(-ret));
+	/* Without it, fsync flushes one thing after the other. */
+	(void)stage_syncer_start(s);
 }
 
 static void op_destroy(void *userdata)
@@ -156,6 +158,7 @@ static void op_destroy(void *userdata)
 
 	/* Before anything removes the spool, and the seal needs no spares. */
 	stage_spare_stop(s);
+	stage_syncer_stop(s);
 	lock(s);
 	if (s->gen != s->sealed_gen) {
 		ret = stage_seal(s, &msg);
@@ -1023,21 +1026,36 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* Flush fd (if >= 0) and the changes p plans, the latter in the syncer. */
+static int flush_both(struct stage *s, int fd, int datasync, struct stage_jnl_plan *p)
+{
+	int err = 0, ret, helped;
+
+	helped = fd >= 0 && stage_syncer_give(s, p);
+	if (fd >= 0 && (datasync ? fdatasync(fd) : fsync(fd)))
+		err = errno;
+	ret = helped ? stage_syncer_wait(s) : stage_jnl_plan_run(p);
+	lock(s);
+	stage_jnl_plan_done(s, p, ret);
+	unlock(s);
+	return err ? err : -ret;
+}
+
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	struct stage *s = S(req);
-	int err = 0;
+	struct stage_jnl_plan p;
+	int err;
 
 	(void)ino;
-	if (datasync ? fdatasync(FH(fi)->fd) : fsync(FH(fi)->fd))
-		err = errno;
 	/* Its name and attributes: the journal, which holds all changes so far. */
 	lock(s);
 	stage_pt_sync(s, FH(fi)->n);
-	if (!err)
-		err = -stage_jnl_sync(s, FH(fi)->n->ino);
+	err = -stage_jnl_plan(s, FH(fi)->n->ino, &p);
 	unlock(s);
+	if (!err)
+		err = flush_both(s, FH(fi)->fd, datasync, &p);
 	fuse_reply_err(req, err);
 }
 
@@ -1225,14 +1243,17 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
 	struct stage *s = S(req);
+	struct stage_jnl_plan p;
 	int err;
 
 	(void)ino;
 	(void)datasync;
 	(void)fi;
 	lock(s);
-	err = -stage_jnl_sync(s, 0);
+	err = -stage_jnl_plan(s, 0, &p);
 	unlock(s);
+	if (!err)
+		err = flush_both(s, -1, 0, &p);
 	fuse_reply_err(req, err);
 }
 

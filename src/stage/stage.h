@@ -179,6 +179,7 @@ struct stage {
 	int no_passthrough;
 	struct stage_uring *uring;	/* NULL: requests through /dev/fuse only */
 	struct stage_spare *spare;	/* spool files made ahead (spare.c) */
+	struct stage_syncer *syncer;	/* fsync's second flusher (syncer.c) */
 	int no_uring;
 	int prepack;		/* rehearsals (prepack.c): 0 never (-o no_prepack),
 				 * 1 when the CPU is idle enough (default),
@@ -311,7 +312,18 @@ void stage_jnl_xattr(struct stage *s, const struct snode *n, const char *name,
 		     const void *value, size_t size, int remove);
 void stage_jnl_flush(struct stage *s);
 /* fsync: make everything so far durable; -EIO if the journal fell behind. */
-int stage_jnl_sync(struct stage *s, fuse_ino_t ino);
+/* An fsync's flushes (see journal.c). */
+struct stage_jnl_plan {
+	int fd;			/* a dup of the journal to fdatasync; -1: none */
+	uint64_t size;		/* the journal bytes that makes durable */
+	uint64_t rewrites;	/* the journal's snapshots when planned */
+	int names;		/* flush the spool directory, datafd ... */
+	int datafd;
+	fuse_ino_t below;	/* ... which makes the names below this durable */
+};
+int stage_jnl_plan(struct stage *s, fuse_ino_t ino, struct stage_jnl_plan *p);
+int stage_jnl_plan_run(const struct stage_jnl_plan *p);
+void stage_jnl_plan_done(struct stage *s, struct stage_jnl_plan *p, int ret);
 /* Start over from a snapshot of the tree (after a seal or a recovery). */
 int stage_jnl_rewrite(struct stage *s);
 
@@ -353,6 +365,17 @@ struct stage_spare;
 int stage_spare_start(struct stage *s);
 int stage_spare_take(struct stage *s, fuse_ino_t ino);
 void stage_spare_stop(struct stage *s);
+
+/*
+ * syncer.c: a thread that runs an fsync's journal flushes while the
+ * request's thread flushes the file.  give: 1 if it took plan p (then wait
+ * for its result), 0 if busy or absent (run p yourself).
+ */
+struct stage_syncer;
+int stage_syncer_start(struct stage *s);
+int stage_syncer_give(struct stage *s, const struct stage_jnl_plan *p);
+int stage_syncer_wait(struct stage *s);
+void stage_syncer_stop(struct stage *s);
 
 /*
  * uring.c: requests through one io_uring per CPU (Linux 6.14+, fuse module
