@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -152,7 +151,6 @@ int stage_spare_take(struct stage *s, fuse_ino_t ino)
 int stage_spare_start(struct stage *s)
 {
 	struct stage_spare *sp;
-	sigset_t all, old;
 	int err;
 
 	if (s->spare || s->datafd < 0)
@@ -165,11 +163,7 @@ int stage_spare_start(struct stage *s)
 	pthread_mutex_init(&sp->lock, NULL);
 	pthread_cond_init(&sp->wake, NULL);
 	pthread_cond_init(&sp->made, NULL);
-	/* No signals: libfuse's handlers belong to its loop. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = -pthread_create(&sp->thread, NULL, spare_main, sp);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = stage_thread_start(&sp->thread, spare_main, sp);
 	if (err) {
 		pthread_cond_destroy(&sp->made);
 		pthread_cond_destroy(&sp->wake);

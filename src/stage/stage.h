@@ -402,6 +402,8 @@ void stage_uring_repin(struct stage *s);
 extern const struct fuse_lowlevel_ops stage_ops;
 void stage_log(const struct stage *s, int prio, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A helper thread that takes no signal (libfuse's handlers belong to its loop). */
+int stage_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /*
  * seal.c: write the image from the staged tree; called with stage->lock

@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 
 #include "stage/stage.h"
@@ -54,7 +53,6 @@ static void *syncer_main(void *arg)
 int stage_syncer_start(struct stage *s)
 {
 	struct stage_syncer *y;
-	sigset_t all, old;
 	int err;
 
 	if (s->syncer)
@@ -64,11 +62,7 @@ int stage_syncer_start(struct stage *s)
 		return -ENOMEM;
 	pthread_mutex_init(&y->lock, NULL);
 	pthread_cond_init(&y->cond, NULL);
-	/* No signals: libfuse's handlers belong to its loop. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = -pthread_create(&y->thread, NULL, syncer_main, y);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = stage_thread_start(&y->thread, syncer_main, y);
 	if (err) {
 		pthread_cond_destroy(&y->cond);
 		pthread_mutex_destroy(&y->lock);
