@@ -311,8 +311,11 @@ void stage_jnl_dirent(struct stage *s, const struct snode *dir, const char *name
 void stage_jnl_xattr(struct stage *s, const struct snode *n, const char *name,
 		     const void *value, size_t size, int remove);
 void stage_jnl_flush(struct stage *s);
-/* fsync: make everything so far durable; -EIO if the journal fell behind. */
-/* An fsync's flushes (see journal.c). */
+/*
+ * fsync: make everything so far durable, flushing only what changed since
+ * the last one.  plan (lock held; -EIO if the journal fell behind), run (no
+ * lock, or in the syncer), done (lock held).  See journal.c.
+ */
 struct stage_jnl_plan {
 	int fd;			/* a dup of the journal to fdatasync; -1: none */
 	uint64_t size;		/* the journal bytes that makes durable */
