@@ -475,7 +475,7 @@ int stage_jnl_rewrite(struct stage *s)
 		ret = snap_entries(s, j);
 	j->out.len = 0;
 	j->fd = old;
-	if (!ret && fdatasync(fd))
+	if (!ret && !s->no_sync && fdatasync(fd))
 		ret = -errno;
 	if (!ret && rename(tmp, path))
 		ret = -errno;
@@ -485,7 +485,7 @@ int stage_jnl_rewrite(struct stage *s)
 		j->size = old_size;
 		goto out;
 	}
-	spfd = open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	spfd = s->no_sync ? -1 : open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (spfd >= 0) {
 		fsync(spfd);
 		close(spfd);

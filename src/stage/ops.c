@@ -1062,6 +1062,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int err;
 
 	(void)ino;
+	/* The kernel then answers every later fsync itself (volatile.c). */
+	if (s->no_sync) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	/* Its name and attributes: the journal, which holds all changes so far. */
 	lock(s);
 	stage_pt_sync(s, FH(fi)->n);
@@ -1262,6 +1267,10 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	(void)datasync;
 	(void)fi;
+	if (s->no_sync) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	lock(s);
 	err = -stage_jnl_plan(s, 0, &p);
 	unlock(s);
@@ -1473,7 +1482,7 @@ static void status_request(fuse_req_t req, size_t size)
 		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu, "
 		       "\"rehearsals\": %llu, \"rehearsal_current\": %s, "
 		       "\"prepacked_fragments\": %llu, \"rehearsals_deferred\": %llu, "
-		       "\"uring_requests\": %llu, \"killpriv\": %s}",
+		       "\"uring_requests\": %llu, \"killpriv\": %s, \"volatile\": %s}",
 		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
 		       (unsigned long long)st.queued_bytes, st.busy,
 		       (unsigned long long)st.stored_blocks,
@@ -1486,7 +1495,8 @@ static void status_request(fuse_req_t req, size_t size)
 		       (unsigned long long)st.stored_frags,
 		       (unsigned long long)st.rehearsals_deferred,
 		       (unsigned long long)stage_uring_served(s),
-		       stage_pt_killpriv(s) ? "true" : "false");
+		       stage_pt_killpriv(s) ? "true" : "false",
+		       s->no_sync ? "true" : "false");
 	unlock(s);
 	reply_value(req, buf, (size_t)len, size);
 }

@@ -442,7 +442,7 @@ fail:
 
 void stage_remove_spool(struct stage *s)
 {
-	static const char *const spool_files[] = { "journal", "journal.new", "blocks" };
+	static const char *const spool_files[] = { "journal", "journal.new", "blocks", "volatile" };
 	size_t i;
 
 	if (s->datafd < 0)

@@ -181,6 +181,7 @@ struct stage {
 	struct stage_spare *spare;	/* spool files made ahead (spare.c) */
 	struct stage_syncer *syncer;	/* fsync's second flusher (syncer.c) */
 	int no_uring;
+	int no_sync;		/* -o volatile (volatile.c) */
 	int prepack;		/* rehearsals (prepack.c): 0 never (-o no_prepack),
 				 * 1 when the CPU is idle enough (default),
 				 * 2 always (-o prepack) */
@@ -416,5 +417,11 @@ int stage_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 int stage_seal(struct stage *s, char **out);
 /* Remove the spool directory and everything in it. */
 void stage_remove_spool(struct stage *s);
+
+/* volatile.c: SPOOL/volatile, the mark of a spool whose fsyncs flush nothing. */
+int stage_volatile_mark(struct stage *s);	/* durable before returning */
+/* 0: no mark (*marked 0) or this boot's; -ESTALE: another boot's. */
+int stage_volatile_check(struct stage *s, int *marked);
+int stage_volatile_clear(struct stage *s);	/* flush the spool, drop the mark */
 
 #endif

@@ -13,6 +13,8 @@
 #   - a journal cut short mid-batch recovers up to the last whole batch
 #   - recovering a spool in use, or a directory that is no spool, fails
 #   - an fsync flushes the journal and spool names only when they changed
+#   - -o volatile: fsync flushes nothing; the tree survives kill -9 of the
+#     daemon; a recovery in another boot is refused until the mark is removed
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -304,5 +306,63 @@ stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
 	ok "tree after the fsyncs recovered" || fail "tree after the fsyncs not recovered"
 "$SEAL" --quiet "$M" || fail "seal of test 6"
 wait_daemon 0
+
+# --- 7: -o volatile ------------------------------------------------------------
+# fsync flushes nothing, not even once; kill -9 of the daemon loses nothing
+# (the page cache keeps it); after a restart of the machine (faked by
+# rewriting the boot id in SPOOL/volatile) the spool is refused.
+mkdir -p "$WORK/o7"
+IMG=$WORK/o7/v.sqfs
+M=$WORK/m7
+stage_mount "$IMG" "$M" -o $OPTS,volatile
+SP=$(spool_of "$IMG")
+BOOT=$(cat /proc/sys/kernel/random/boot_id)
+[[ $(getfattr --only-values -n user.sqfs-stage.status "$M" 2>/dev/null) == *'"volatile": true'* ]] &&
+	ok "status says volatile" || fail "status does not say volatile"
+grep -qx "boot_id $BOOT" "$SP/volatile" && ok "spool marked with this boot" ||
+	fail "SPOOL/volatile: $(cat "$SP/volatile" 2>&1)"
+cp -a "$SRC/." "$M/"
+mkdir "$M/v"
+traced "$WORK/tr7" 'import os, sys
+d = sys.argv[1] + "/v/"
+for i in range(20):
+    fd = os.open(d + "f%d" % i, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"v%d" % i); os.fsync(fd); os.fdatasync(fd); os.close(fd)
+fd = os.open(d, os.O_RDONLY); os.fsync(fd); os.close(fd)'
+n=$(grep -cE '^[0-9]+ +(fsync|fdatasync|syncfs)\(' "$WORK/tr7" || true)
+((n == 0)) && ok "volatile: 40 fsyncs and an fsyncdir flushed nothing" ||
+	fail "volatile: $n flushes: $(grep -E 'sync\(' "$WORK/tr7" | head -n 3)"
+crash "$M"
+stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS,volatile
+[[ $(cat "$M/v/f7") == v7 && -f $SP/volatile ]] &&
+	ok "volatile: kill -9 recovered in the same boot, still marked" ||
+	fail "volatile: same-boot recovery: $(cat "$M/v/f7" 2>&1)"
+crash "$M"
+sed -i "s/^boot_id .*/boot_id 00000000-0000-0000-0000-000000000000/" "$SP/volatile"
+rc=0
+"$STAGE" --recover "$SP" "$IMG" "$M" 2>"$WORK/err7" || rc=$?
+[[ $rc -eq 1 ]] && grep -q "restarted since" "$WORK/err7" && ! mountpoint -q "$M" &&
+	[[ -s $SP/journal && -f $SP/volatile ]] &&
+	ok "volatile spool from another boot refused: $(cat "$WORK/err7")" ||
+	fail "volatile spool from another boot: rc=$rc $(cat "$WORK/err7")"
+rm "$SP/volatile"
+stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS,volatile
+[[ $(cat "$M/v/f7") == v7 ]] && grep -qx "boot_id $BOOT" "$SP/volatile" &&
+	ok "mark removed by hand: recovered, marked again" ||
+	fail "recovery after removing the mark: $(ls "$SP")"
+echo after >"$M/v/after"
+crash "$M"
+# A recovery without volatile flushes the spool, then drops the mark.
+stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
+[[ $(cat "$M/v/after") == after && ! -e $SP/volatile ]] &&
+	ok "recovered without volatile: spool flushed and unmarked" ||
+	fail "recovery without volatile: $(ls "$SP")"
+rm -r "$M/v"
+touch -r "$SRC" "$M"
+"$SEAL" --quiet "$M" || fail "seal of test 7"
+wait_daemon 0
+[[ $(sha256sum <"$IMG" | cut -d' ' -f1) == "$REF" && ! -d $SP ]] &&
+	ok "volatile: image equals sqfs-pack's, spool removed" ||
+	fail "volatile: image differs from sqfs-pack's or spool left"
 
 finish

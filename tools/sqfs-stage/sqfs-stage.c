@@ -50,6 +50,8 @@ static void usage(FILE *f)
 "                         offers FUSE over io_uring\n"
 "  -o prepack, no_prepack compress fragment blocks ahead of the seal whatever\n"
 "                         the CPU is doing / never (default: when it is idle)\n"
+"  -o volatile            fsync flushes nothing (the tree survives a crash of\n"
+"                         the daemon, not of the machine)\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
@@ -120,6 +122,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 	if (!strcmp(k, "no_uring") && !val) {
 		p->s->no_uring = 1;
+		return 0;
+	}
+	if (!strcmp(k, "volatile") && !val) {
+		p->s->no_sync = 1;
 		return 0;
 	}
 	if ((!strcmp(k, "prepack") || !strcmp(k, "no_prepack")) && !val) {
@@ -339,6 +345,37 @@ out:
 	return ret;
 }
 
+/*
+ * -o volatile marks the spool before anything unflushed is written to it;
+ * a recovery refuses a spool marked in another boot (volatile.c).
+ */
+static int mark_spool(struct stage *s, int recover, int *marked)
+{
+	int ret = 0;
+
+	if (recover) {
+		ret = stage_volatile_check(s, marked);
+		if (ret == -ESTALE) {
+			fprintf(stderr, "%s: -o recover: %s was staged with -o volatile and the "
+				"machine has restarted since: the tree may be torn (files with "
+				"holes or old contents); remove %s/volatile to recover it "
+				"anyway\n", prog, s->spool, s->spool);
+			return -1;
+		}
+		if (ret) {
+			fprintf(stderr, "%s: -o recover: %s/volatile: %s\n", prog, s->spool,
+				strerror(-ret));
+			return -1;
+		}
+	}
+	if (s->no_sync && (ret = stage_volatile_mark(s))) {
+		fprintf(stderr, "%s: -o volatile: marking %s: %s\n", prog, s->spool,
+			strerror(-ret));
+		return -1;
+	}
+	return 0;
+}
+
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -400,7 +437,7 @@ int main(int argc, char **argv)
 	struct parse p = { .s = &s };
 	struct stage_jnl_stats jst;
 	char msg[256];
-	int ret, status = CLI_EXIT_FAIL;
+	int ret, marked = 0, status = CLI_EXIT_FAIL;
 
 	memset(&fo, 0, sizeof(fo));
 	if (!av) {
@@ -483,6 +520,8 @@ int main(int argc, char **argv)
 	} else if (make_spool(&s, p.spool)) {
 		goto out_free;
 	}
+	if (mark_spool(&s, !!p.recover, &marked))
+		goto out_spool;
 	raise_fd_limit();
 	if (stage_init(&s, getuid(), getgid())) {
 		fprintf(stderr, "%s: out of memory\n", prog);
@@ -495,6 +534,11 @@ int main(int argc, char **argv)
 		else
 			fprintf(stderr, "%s: creating the journal in %s: %s\n", prog, s.spool,
 				strerror(-ret));
+		goto out_spool;
+	}
+	if (marked && !s.no_sync && (ret = stage_volatile_clear(&s))) {
+		fprintf(stderr, "%s: flushing the recovered spool %s: %s\n", prog, s.spool,
+			strerror(-ret));
 		goto out_spool;
 	}
 	if (p.recover)
