@@ -321,18 +321,24 @@ stage_start() {
 }
 # daemon_now: DAEMON_CPU (s), DAEMON_HWM, DAEMON_RSS (kB) of $DPID now.
 daemon_now() {
-	local st
-	read -r -a st < <(sed 's/.*) //' "/proc/$DPID/stat")
-	DAEMON_CPU=$(python3 -c "print('%.2f' % ((${st[11]} + ${st[12]}) / $CLK_TCK))")
-	DAEMON_HWM=$(awk '/^VmHWM:/ {print $2}' "/proc/$DPID/status")
-	DAEMON_RSS=$(awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status")
+	# No fork but getfattr's: this runs inside the seal latency's window.
+	local line st k v _ t
+	read -r line <"/proc/$DPID/stat"
+	read -r -a st <<<"${line##*) }"
+	t=$((st[11] + st[12]))
+	printf -v DAEMON_CPU '%d.%02d' $((t / CLK_TCK)) $((t % CLK_TCK * 100 / CLK_TCK))
+	while read -r k v _; do
+		case $k in VmHWM:) DAEMON_HWM=$v ;; VmRSS:) DAEMON_RSS=$v ;; esac
+	done <"/proc/$DPID/status"
 }
 # backlog_now MNT: BACKLOG_BYTES, BACKLOG_FILES from the status xattr.
 backlog_now() {
 	local j
 	j=$(getfattr -n user.sqfs-stage.status --only-values "$1" 2>/dev/null || true)
-	BACKLOG_BYTES=$(sed -n 's/.*"queued_bytes": *\([0-9]*\).*/\1/p' <<<"$j")
-	BACKLOG_FILES=$(sed -n 's/.*"queued_files": *\([0-9]*\).*/\1/p' <<<"$j")
+	BACKLOG_BYTES= BACKLOG_FILES=
+	[[ $j =~ \"queued_bytes\":\ *([0-9]+) ]] && BACKLOG_BYTES=${BASH_REMATCH[1]}
+	[[ $j =~ \"queued_files\":\ *([0-9]+) ]] && BACKLOG_FILES=${BASH_REMATCH[1]}
+	return 0
 }
 sampler_start() {	# MNT
 	SSTART=$EPOCHREALTIME
