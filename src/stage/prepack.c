@@ -55,6 +55,13 @@
  * the disk leaves the time free.
  */
 #define PP_MIN_IDLE_PCT 50
+/*
+ * A look judges at least this many ticks (10 ms of one CPU each) since the
+ * mark.  The first look can come a tick after the mount, and a one-tick
+ * window is all noise: under TSan it once let a rehearsal start beside
+ * two busy loops.  A shorter window defers and keeps its mark.
+ */
+#define PP_MIN_WINDOW_TICKS 50
 
 struct fent {
 	uint8_t key[16];
@@ -120,6 +127,8 @@ static int cpu_spare(struct stage_pp *pp)
 
 	if (cpu_ticks(&idle, &total))
 		return 1;	/* no /proc: as -o prepack */
+	if (t0 && total >= t0 && total - t0 < PP_MIN_WINDOW_TICKS)
+		return 0;
 	pp->idle0 = idle;
 	pp->total0 = total;
 	if (!t0 || total <= t0)
