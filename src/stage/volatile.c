@@ -54,6 +54,7 @@ int stage_volatile_mark(struct stage *s)
 	fd = openat(s->spoolfd, MARK_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
+	errno = 0;	/* a short write sets none */
 	if (write(fd, buf, (size_t)len) != len || fsync(fd)) {
 		ret = errno ? -errno : -EIO;
 		close(fd);
@@ -76,8 +77,10 @@ int stage_volatile_check(struct stage *s, int *marked)
 		return errno == ENOENT ? 0 : -errno;
 	*marked = 1;
 	n = read(fd, buf, sizeof(buf) - 1);
+	ret = n < 0 ? -errno : 0;
 	close(fd);
-	ret = boot_id(id);
+	if (!ret)
+		ret = boot_id(id);
 	if (ret)
 		return ret;
 	/* Anything but this boot's mark, a torn one included, is refused. */
