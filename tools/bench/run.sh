@@ -94,16 +94,18 @@ to BENCH_WORK (default /var/tmp/sqfs-stage-bench, the disk), tmpfs trees to a
 private tmpfs mounted under it; \`sync\` (untimed) after every sample so that
 one tool's write-back is not billed to the next.  sqfs-pack fsyncs its image
 (atomic publish) inside its time, the peers do not.  On ext4 without a
-journal the inode allocator passes over inodes freed in the last 60 s (300 s
-more while their inode table block is dirty: fs/ext4/ialloc.c,
+journal the inode allocator passes over inodes freed in the last 60 s, or
+360 s while their inode table block is dirty (fs/ext4/ialloc.c,
 recently_deleted), so creating N files soon after removing N others costs
 O(N^2) CPU (60 000 creates: 1.3 s, or 33 s three seconds after removing
 60 000).  A mount's spool has one file per staged file and is removed at
-its teardown, so there, before each mount, the script syncs and waits until
-BENCH_INODE_COOL seconds (default 62 there, 0 elsewhere) have passed since
-the last mount's teardown, then reads the corpus again (idle page cache
-may be reclaimed meanwhile: DAMON pageout on the VM of 2026-11-26); the
-header says which applied.
+its teardown, and the next mount's first creates dirty those blocks again,
+so no wait of a minute is enough (a sample 62 s after the last teardown
+still spent 30 s of CPU there, 1 run in 2).  The check only looks at inode
+table blocks in the buffer cache, so there, before each mount sample, the
+script syncs and drops the clean caches (drop_caches 3; BENCH_DROP_CACHES=0
+turns it off), then reads the corpus again, untimed; the header says
+whether it applied.
 
 Output (DATE = UTC start time, HOST = hostname -s):
   OUT/DATE-HOST[-TAG]-MODE.md          header (machine, tools, corpus,
@@ -115,7 +117,7 @@ Environment: BENCH_CACHE BENCH_SIZE BENCH_SEED (corpus), BENCH_WORK,
 BENCH_TMPFS_SIZE (default 50% of RAM), BENCH_FUSE_FILES, BENCH_FUSE_SEQ,
 BENCH_SCALE_FILES, BENCH_SCALE_BIG, BENCH_STAGE_OPTS (more sqfs-stage -o
 options for every mount, e.g. no_prepack; shown in the commands),
-BENCH_INODE_COOL (see Method).
+BENCH_DROP_CACHES (see Method).
 Exit status: 0 done, 1 a command failed (the script stops at once), 2 usage.
 EOF
 }
@@ -188,15 +190,14 @@ TM=$HERE/tm.sh STATS=$HERE/stats.py SAMPLER=$HERE/sampler.py
 WORKBASE=${BENCH_WORK:-/var/tmp/sqfs-stage-bench}
 mkdir -p "$WORKBASE" "$OUT"
 WORK=$(mktemp -d "$WORKBASE/run.XXXXXX")
-# ext4 without a journal: see Method (BENCH_INODE_COOL).
+# ext4 without a journal: see Method (BENCH_DROP_CACHES).
 WORK_FS=$(findmnt -n -o FSTYPE,SOURCE --target "$WORKBASE" | head -n1)
 WORK_NOJOURNAL=0
 if [[ ${WORK_FS%% *} == ext4 ]]; then
 	dev=$(basename -- "$(readlink -f -- "${WORK_FS##* }")")
 	compgen -G "/proc/fs/jbd2/$dev-*" >/dev/null || WORK_NOJOURNAL=1
 fi
-INODE_COOL=${BENCH_INODE_COOL:-$((WORK_NOJOURNAL ? 62 : 0))}
-LAST_TEARDOWN=
+DROP_CACHES=${BENCH_DROP_CACHES:-$WORK_NOJOURNAL}
 TMPFS=$WORK/tmpfs
 MOUNTS=() PIDS=() TMPFS_MOUNTED=0
 
@@ -284,19 +285,15 @@ note_cmd() {	# MODE TOOL TEXT
 }
 
 # --- the mount ---------------------------------------------------------------------
-# inode_cooldown: before a mount's sample (outside its time), let the inodes
-# of the last spool become reusable (see Method).
+# inode_cooldown: before a mount's sample (outside its time), make the
+# inodes of the last spool reusable at once (see Method).
 inode_cooldown() {
-	local left
-	[[ $INODE_COOL -gt 0 && -n $LAST_TEARDOWN ]] || return 0
+	[[ $DROP_CACHES -eq 1 ]] || return 0
 	sync
-	left=$(python3 -c "import sys; print(max(0.0, float(sys.argv[1]) + float(sys.argv[2]) - float(sys.argv[3])))" \
-		"$LAST_TEARDOWN" "$INODE_COOL" "$EPOCHREALTIME")
-	log "inode cool-down: ${left%.*} s"
-	sleep "$left"
-	# Page reclaim of idle memory (this VM runs DAMON pageout of pages idle
-	# for 60 s) may have taken the corpus meanwhile: the mount's sample must
-	# find it as warm as the peers' that follow it.
+	echo 3 >/proc/sys/vm/drop_caches
+	log "inode cool-down: caches dropped"
+	# The corpus went with them: the mount's sample must find it as warm
+	# as the peers' that follow it.
 	warm quiet
 }
 # stage_start IMG MNT OPTS: daemon in the foreground under GNU time (its
@@ -368,7 +365,6 @@ stage_seal() {
 	fusermount3 -u "$1"
 	local rc=0
 	wait "$TPID" || rc=$?
-	LAST_TEARDOWN=$EPOCHREALTIME
 	[[ $rc -eq 0 ]] || die "sqfs-stage exited with status $rc"
 	unset 'MOUNTS[${#MOUNTS[@]}-1]'
 	if [[ -n ${SPID-} ]]; then
@@ -742,7 +738,7 @@ header() {	# MODE
 	# an idle vCPU polls before it halts changes the mount's figures 2-3x.
 	echo "- CPU idle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none), governor $(cat /sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null || cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo none)$([[ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]] && echo ", guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)")"
 	echo "- FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')$([[ $FUSE_URING != keep ]] && echo " (set by --fuse-uring $FUSE_URING)")"
-	echo "- work dir file system: ${WORK_FS:-?}$([[ $WORK_NOJOURNAL -eq 1 ]] && echo ', ext4 without a journal')$([[ $INODE_COOL -gt 0 ]] && echo "; before each mount the script synced and waited until $INODE_COOL s after the last mount's teardown (freed inodes, see run.sh --help)")"
+	echo "- work dir file system: ${WORK_FS:-?}$([[ $WORK_NOJOURNAL -eq 1 ]] && echo ', ext4 without a journal')$([[ $DROP_CACHES -eq 1 ]] && echo "; before each mount the script synced, dropped the clean caches (freed inodes, see run.sh --help) and read the corpus again")"
 	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again after each inode cool-down)')"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- work dir (images, spools): \`$WORKBASE\` on $(df -T "$WORKBASE" | awk 'NR==2 {print $2, $1}'); tmpfs trees: private tmpfs"
