@@ -190,6 +190,10 @@ TM=$HERE/tm.sh STATS=$HERE/stats.py SAMPLER=$HERE/sampler.py
 WORKBASE=${BENCH_WORK:-/var/tmp/sqfs-stage-bench}
 mkdir -p "$WORKBASE" "$OUT"
 WORK=$(mktemp -d "$WORKBASE/run.XXXXXX")
+# The sources as the run starts (a later commit or edit is not what ran).
+SRC_HEAD=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo '?')
+SRC_STATE=$(git -C "$REPO" diff --quiet HEAD -- src include tools/sqfs-pack tools/sqfs-stage meson.build 2>/dev/null ||
+	echo ' (sources modified)')
 # ext4 without a journal: see Method (BENCH_DROP_CACHES).
 WORK_FS=$(findmnt -n -o FSTYPE,SOURCE --target "$WORKBASE" | head -n1)
 WORK_NOJOURNAL=0
@@ -742,12 +746,12 @@ header() {	# MODE
 	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again after each inode cool-down)')"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- work dir (images, spools): \`$WORKBASE\` on $(df -T "$WORKBASE" | awk 'NR==2 {print $2, $1}'); tmpfs trees: private tmpfs"
-	echo "- sqfs-stage: \`$(git -C "$REPO" rev-parse HEAD)\`$(git -C "$REPO" diff --quiet HEAD -- src include tools/sqfs-pack tools/sqfs-stage meson.build 2>/dev/null || echo ' (sources modified)'), branch $(git -C "$REPO" rev-parse --abbrev-ref HEAD), build \`$BUILD\` ($(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("buildtype","optimization","b_ndebug")))' 2>/dev/null || echo '?')); $("$PACK" --version 2>&1 | head -n1)"
+	echo "- sqfs-stage: \`$SRC_HEAD\`$SRC_STATE, branch $(git -C "$REPO" rev-parse --abbrev-ref HEAD), build \`$BUILD\` ($(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("buildtype","optimization","b_ndebug")))' 2>/dev/null || echo '?')); $("$PACK" --version 2>&1 | head -n1)"
 	echo "- peers: $(mksquashfs -version 2>&1 | head -n1); $(gensquashfs --version 2>&1 | head -n1); $(tar2sqfs --version 2>&1 | head -n1)"
 	echo "- others: $(cp --version | head -n1); $(tar --version | head -n1); $(xz --version | head -n1); $(dd --version | head -n1); Python $(python3 -c 'import platform; print(platform.python_version())'); fuse $(fusermount3 -V 2>&1 | awk '{print $NF}')"
 	echo "- corpus \`$CDIR\`:"
 	sed 's/^/    /' "$CDIR/info.txt"
-	echo "- run: \`tools/bench/run.sh $ARGS\`; $REPS repetition(s) per case, interleaved (repetition 1 of every case and tool, then repetition 2, ...); warm page cache (corpus read once before the first repetition, caches never dropped); \`sync\` between samples (untimed)"
+	echo "- run: \`tools/bench/run.sh $ARGS\`; $REPS repetition(s) per case, interleaved (repetition 1 of every case and tool, then repetition 2, ...); warm page cache (corpus read once before the first repetition, and again after each cache drop); \`sync\` between samples (untimed)"
 	echo "- timing: every process under GNU time (\`/usr/bin/time -f '%e %U %S %M'\`, the sqfs-stage daemon too: run with -f under it); wall of a sample measured around the whole case; CPU = user+sys summed over every process of the sample; RSS = the largest process's peak (VmHWM); raw samples with each process's numbers in \`$(basename "$CSV")\`"
 	echo
 	echo "### Commands"
