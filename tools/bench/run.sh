@@ -277,9 +277,32 @@ record() {
 	rm -rf "$WORK/img"
 	sync
 }
-elapsed() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
+# Times are epoch seconds with a fraction ($EPOCHREALTIME, or elapsed's
+# output); integer microseconds keep these helpers free of forks, since
+# some run inside the seal latency's window (python3 costs ~80 ms here).
+to_us() {	# SECONDS[.FRACTION] -> US (sets US)
+	local s=$1 neg=0 i f
+	[[ $s == -* ]] && neg=1 s=${s#-}
+	i=${s%%.*} f=
+	[[ $s == *.* ]] && f=${s#*.}
+	f=${f}000000
+	US=$((10#${i:-0} * 1000000 + 10#${f:0:6}))
+	((neg)) && US=$((-US))
+	return 0
+}
+fmt_us() {	# US DIGITS (3 or 6): print seconds
+	local u=$1 sign=
+	((u < 0)) && sign=- u=$((-u))
+	if [[ $2 == 3 ]]; then
+		u=$(((u + 500) / 1000))
+		printf '%s%d.%03d\n' "$sign" $((u / 1000)) $((u % 1000))
+	else
+		printf '%s%d.%06d\n' "$sign" $((u / 1000000)) $((u % 1000000))
+	fi
+}
+elapsed() { local a; to_us "$1"; a=$US; to_us "$2"; fmt_us $((US - a)) 3; }
+minus() { local a; to_us "$1"; a=$US; to_us "$2"; fmt_us $((a - US)) 6; }
 endof() { cat "$S/$1.end"; }
-minus() { python3 -c "import sys; print('%.6f' % (float(sys.argv[1]) - float(sys.argv[2])))" "$1" "$2"; }
 # Commands for the header, one per (mode, tool); CMDS_SEEN keys.
 declare -A CMDS_SEEN=()
 note_cmd() {	# MODE TOOL TEXT
