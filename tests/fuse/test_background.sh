@@ -345,18 +345,19 @@ out=$("$SEAL" --json "$M")
 wait_daemon 0
 same_as "default rehearsals" "$WORK/g.sqfs" "$REF"
 
-# A producer that keeps the CPUs about 70% busy (xz -dc | tar x and cp -a
-# into the mount leave 20-25% idle) still gets rehearsals: the default
-# waits for 15% idle, not for half.
+# A producer that keeps the CPUs about 60% busy still gets rehearsals
+# (xz -dc | tar x and cp -a into the mount leave 20-25% idle): the default
+# waits for 15% idle, not for half.  The margin leaves room for the test
+# that runs beside this one.
 BURN=()
 for ((i = 0; i < $(nproc); i++)); do
 	python3 -c '
 import time
 while True:
     t = time.monotonic()
-    while time.monotonic() - t < 0.007:
+    while time.monotonic() - t < 0.006:
         pass
-    time.sleep(0.003)
+    time.sleep(0.004)
 ' &
 	BURN+=($!)
 	DAEMONS+=($!)
@@ -372,9 +373,9 @@ done
 kill "${BURN[@]}"
 wait "${BURN[@]}" 2>/dev/null || true
 if [[ $(field "$st" rehearsals) -gt 0 ]]; then
-	ok "default: rehearsed while the CPUs were 70% busy ($(field "$st" rehearsals_deferred) looks put off)"
+	ok "default: rehearsed while the CPUs were 60% busy ($(field "$st" rehearsals_deferred) looks put off)"
 else
-	fail "default: no rehearsal within 30 s while the CPUs were 70% busy: $st"
+	fail "default: no rehearsal within 30 s while the CPUs were 60% busy: $st"
 fi
 out=$("$SEAL" --json "$M")
 wait_daemon 0
