@@ -312,13 +312,13 @@ note_cmd() {	# MODE TOOL TEXT
 }
 
 # --- the mount ---------------------------------------------------------------------
-# inode_cooldown: before a mount's sample (outside its time), make the
+# spool_inodes_reset: before a mount's sample (outside its time), make the
 # inodes of the last spool reusable at once (see Method).
-inode_cooldown() {
+spool_inodes_reset() {
 	[[ $DROP_CACHES -eq 1 ]] || return 0
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
-	log "inode cool-down: caches dropped"
+	log "spool inodes: caches dropped"
 	# The corpus went with them: the mount's sample must find it as warm
 	# as the peers' that follow it.
 	warm quiet
@@ -535,7 +535,7 @@ mode_pipeline() {
 					new_sample
 					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd pipeline "stage/$c" "$cmd"
-					inode_cooldown
+					spool_inodes_reset
 					t0=$EPOCHREALTIME
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS"
 					sampler_start "$mnt"
@@ -628,7 +628,7 @@ mode_fuse() {
 					new_sample
 					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd fuse "mount/$c" "$cmd"
-					inode_cooldown
+					spool_inodes_reset
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS"
 					sampler_start "$mnt"
 					t0=$EPOCHREALTIME
@@ -692,7 +692,7 @@ mode_scale() {
 					fi
 					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j$XOPTS IMG MNT & $cmd; sqfs-seal -q --keep MNT; fusermount3 -u MNT"
 					note_cmd scale "stage/$c" "$cmd"
-					inode_cooldown
+					spool_inodes_reset
 					t0=$EPOCHREALTIME
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j$XOPTS"
 					sampler_start "$mnt"
@@ -766,7 +766,7 @@ header() {	# MODE
 	echo "- CPU idle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none), governor $(cat /sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null || cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo none)$([[ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]] && echo ", guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)")"
 	echo "- FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')$([[ $FUSE_URING != keep ]] && echo " (set by --fuse-uring $FUSE_URING)")"
 	echo "- work dir file system: ${WORK_FS:-?}$([[ $WORK_NOJOURNAL -eq 1 ]] && echo ', ext4 without a journal')$([[ $DROP_CACHES -eq 1 ]] && echo "; before each mount the script synced, dropped the clean caches (freed inodes, see run.sh --help) and read the corpus again")"
-	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again after each inode cool-down)')"
+	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again after each cache drop)')"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- work dir (images, spools): \`$WORKBASE\` on $(df -T "$WORKBASE" | awk 'NR==2 {print $2, $1}'); tmpfs trees: private tmpfs"
 	echo "- sqfs-stage: \`$SRC_HEAD\`$SRC_STATE, branch $(git -C "$REPO" rev-parse --abbrev-ref HEAD), build \`$BUILD\` ($(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("buildtype","optimization","b_ndebug")))' 2>/dev/null || echo '?')); $("$PACK" --version 2>&1 | head -n1)"
