@@ -5,12 +5,20 @@
  * it already lives in SPOOL/data/INO.  What the journal adds is everything
  * else: each node's attributes, the directory entries and the xattrs.
  *
- * Every FUSE operation that changes metadata appends one batch, written
- * with one write(2) when it drops stage->lock, so a killed daemon loses no
- * operation that was answered, and a batch cut short by a crash or a full
- * disk fails its checksum and is ignored with everything after it.  fsync
- * and fsyncdir also fdatasync the journal: what was fsync'ed survives a
- * power loss.
+ * Every FUSE operation that changes metadata appends one batch when it
+ * drops stage->lock, so a killed daemon loses no operation that was
+ * answered, and a batch cut short by a crash or a full disk fails its
+ * checksum and is ignored with everything after it.  fsync and fsyncdir
+ * also fdatasync the journal: what was fsync'ed survives a power loss.
+ *
+ * Batches are copied into a shared mapping of the file, a window made
+ * with fallocate ahead of the end: they are in the page cache, safe from a
+ * killed daemon, the moment they are copied.  A write(2) per batch (an
+ * mtime update and delayed-allocation bookkeeping on ext4) was about 1 us
+ * in the path of the request that made it, several times per file copied:
+ * 3% of the time of `cp -a` into the mount.  The file thus ends in up to a
+ * window of zeros, which replay reads as the end; where the spool's file
+ * system cannot fallocate or map, batches are written with pwrite(2).
  *
  * A batch holds the entry changes in the order they happened and, for each
  * node marked during the operation, its state when the lock was dropped.
@@ -26,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -41,6 +50,8 @@
  * times what a snapshot of the tree took, it is rewritten as a snapshot.
  */
 #define JNL_COMPACT_MIN ((uint64_t)16 << 20)
+/* The mapped window: small, as its pages count in the daemon's RSS. */
+#define JNL_WINDOW ((size_t)1 << 20)
 
 enum { R_NODE = 1, R_ADD, R_DEL, R_XSET, R_XDEL };
 
@@ -57,7 +68,11 @@ struct stage_jnl {
 	fuse_ino_t *dirty;	/* nodes marked during the operation */
 	size_t ndirty, cdirty;
 	uint64_t mark;		/* operation number, to mark a node once */
-	uint64_t size;		/* bytes in the journal file */
+	uint64_t size;		/* bytes of batches in the journal file */
+	uint8_t *map;		/* window of fd at map_off; NULL: none */
+	uint64_t map_off;
+	size_t map_len;
+	int no_map;		/* fallocate or mmap failed other than ENOSPC: write */
 	uint64_t synced;	/* of them, made durable by a flush */
 	uint64_t rewrites;	/* snapshots written (each replaces fd) */
 	uint64_t snap_size;	/* of them, the snapshot it started from */
@@ -204,12 +219,12 @@ static int put_node(struct jbuf *b, const struct snode *n)
 	return 0;
 }
 
-static int write_all(int fd, const void *p, size_t len)
+static int write_all(int fd, const void *p, size_t len, uint64_t off)
 {
 	const uint8_t *c = p;
 
 	while (len) {
-		ssize_t w = write(fd, c, len);
+		ssize_t w = pwrite(fd, c, len, (off_t)off);
 
 		if (w < 0) {
 			if (errno == EINTR)
@@ -217,9 +232,66 @@ static int write_all(int fd, const void *p, size_t len)
 			return -errno;
 		}
 		c += w;
+		off += (uint64_t)w;
 		len -= (size_t)w;
 	}
 	return 0;
+}
+
+static void jnl_unmap(struct stage_jnl *j)
+{
+	if (j->map)
+		munmap(j->map, j->map_len);
+	j->map = NULL;
+}
+
+/*
+ * A window of j->fd from the page holding j->size, with room for len
+ * bytes.  Its blocks are allocated first, so that a store into it cannot
+ * fault for want of space; on a nearly full spool, try just what len needs.
+ */
+static int jnl_map(struct stage_jnl *j, size_t len)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t off = j->size & ~(page - 1);
+	size_t need = (size_t)((j->size - off + len + page - 1) & ~(page - 1));
+	size_t want = need > JNL_WINDOW ? need : JNL_WINDOW;
+	void *m;
+
+	jnl_unmap(j);
+	if (fallocate(j->fd, 0, (off_t)off, (off_t)want)) {
+		if (errno != ENOSPC || want == need || fallocate(j->fd, 0, (off_t)off, (off_t)need))
+			return -errno;
+		want = need;
+	}
+	m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, j->fd, (off_t)off);
+	if (m == MAP_FAILED)
+		return -errno;
+	j->map = m;
+	j->map_off = off;
+	j->map_len = want;
+	return 0;
+}
+
+/* Append len bytes at j->size. */
+static int jnl_append(struct stage_jnl *j, const void *p, size_t len)
+{
+	int ret = 0;
+
+	if (!j->no_map && (!j->map || j->size + len > j->map_off + j->map_len)) {
+		ret = jnl_map(j, len);
+		if (ret == -ENOSPC)
+			return ret;
+		if (ret)
+			j->no_map = 1;
+	}
+	if (j->no_map)
+		ret = write_all(j->fd, p, len, j->size);
+	else
+		memcpy(j->map + (j->size - j->map_off), p, len);
+	if (!ret)
+		j->size += len;
+	return ret;
 }
 
 /* Seal a batch in j->out (payload after JNL_HDR bytes) and write it. */
@@ -233,9 +305,7 @@ static int batch_write(struct stage_jnl *j)
 	put_le32(h, JNL_MAGIC);
 	put_le32(h + 4, plen);
 	put_le64(h + 8, sum);
-	ret = write_all(j->fd, j->out.p, j->out.len);
-	if (!ret)
-		j->size += j->out.len;
+	ret = jnl_append(j, j->out.p, j->out.len);
 	j->out.len = 0;
 	return ret;
 }
@@ -461,11 +531,12 @@ int stage_jnl_rewrite(struct stage *s)
 	if (asprintf(&path, "%s/journal", s->spool) < 0 ||
 	    asprintf(&tmp, "%s/journal.new", s->spool) < 0)
 		goto out;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0600);
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ret = -errno;
 		goto out;
 	}
+	jnl_unmap(j);
 	old = j->fd;
 	j->fd = fd;
 	j->out.len = 0;
@@ -480,6 +551,7 @@ int stage_jnl_rewrite(struct stage *s)
 	if (!ret && rename(tmp, path))
 		ret = -errno;
 	if (ret) {
+		jnl_unmap(j);
 		close(fd);
 		unlink(tmp);
 		j->size = old_size;
@@ -845,6 +917,9 @@ static int replay(struct stage *s, int fd, struct stage_jnl_stats *st)
 		off += JNL_HDR + plen;
 	}
 	st->good_bytes = off;
+	/* Zeros after the last batch are the unused rest of a window. */
+	while (len > off && !buf[len - 1])
+		len--;
 	st->torn_bytes = len - off;
 	if (ret == -EINVAL) {
 		/* A batch that checks out but does not apply: stop there too. */
@@ -900,7 +975,7 @@ int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st)
 			goto fail;
 		}
 	} else {
-		j->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+		j->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (j->fd < 0) {
 			ret = -errno;
 			goto fail;
@@ -923,8 +998,14 @@ void stage_jnl_close(struct stage *s)
 
 	if (!j)
 		return;
-	if (j->fd >= 0)
+	jnl_unmap(j);
+	if (j->fd >= 0) {
+		/* The window's zeros past the last batch. */
+		if (ftruncate(j->fd, (off_t)j->size))
+			stage_log(s, LOG_WARNING, "trimming the journal in %s: %s", s->spool,
+				  strerror(errno));
 		close(j->fd);
+	}
 	free(j->rec.p);
 	free(j->out.p);
 	free(j->dirty);

@@ -77,8 +77,17 @@ else
 fi
 crash "$WORK/m1"
 [[ -e $IMG ]] && fail "an image appeared without a seal"
+# The journal is appended through a mapped window made ahead (journal.c):
+# after a kill -9 the file ends in the window's zeros, which are no torn batch.
+jsize=$(stat -c %s "$SP/journal")
 stage_mount "$IMG" "$WORK/m1" --recover "$SP" -o $OPTS
 tree_cmp "$SRC" "$WORK/m1" "recovered tree"
+rec=$(grep "recovered .* inodes from $SP" "$WORK/daemon.log" | tail -n 1)
+if [[ $rec == *"; 0 bytes of a last batch cut short"* ]]; then
+	ok "a journal of $jsize bytes at rest: nothing counted as cut short"
+else
+	fail "recovery at rest: $rec"
+fi
 left=0
 while read -r f; do
 	[[ -e $SP/data/$f ]] && left=$((left + 1))
@@ -209,7 +218,8 @@ sync
 echo two >"$M/a/two"
 SP=$(spool_of "$IMG")
 crash "$M"
-size=$(stat -c %s "$SP/journal")
+# Cut 3 bytes off the last batch, which ends before the window's zeros.
+size=$(python3 -c 'import sys; print(len(open(sys.argv[1], "rb").read().rstrip(b"\0")))' "$SP/journal")
 truncate -s $((size - 3)) "$SP/journal"
 stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
 [[ $(cat "$M/a/one" 2>/dev/null) == one ]] && ok "whole batches replayed" || fail "lost a whole batch"
