@@ -343,10 +343,16 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 		r = archive_read_next_header(a, &e);
 		if (r == ARCHIVE_EOF)
 			break;
-		if (r == ARCHIVE_WARN && warn)
-			fprintf(warn, "warning: %s: %s\n",
-				archive_entry_pathname(e) ? archive_entry_pathname(e) : "?",
-				archive_error_string(a));
+		if (r == ARCHIVE_WARN && warn) {
+			const char *m = archive_error_string(a), *name = archive_entry_pathname(e);
+
+			/* GNU tar writes such names raw into pax headers. */
+			if (m && strstr(m, "can't be converted from UTF-8"))
+				fprintf(warn, "warning: %s: not UTF-8 in a pax header; kept as "
+					"its bytes\n", name ? name : "?");
+			else
+				fprintf(warn, "warning: %s: %s\n", name ? name : "?", m ? m : "");
+		}
 		/* ARCHIVE_RETRY (a damaged header) is an error too: e is empty. */
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
 			const char *m = archive_error_string(a);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,15 @@ int main(int argc, char **argv)
 	}
 	if (tar) {
 		char *copy = strdup(image);
+
+		/*
+		 * Names are bytes to SquashFS.  libarchive turns the UTF-8 names
+		 * of pax headers into the locale's charset, and in the C locale
+		 * every program starts in that is ASCII: each other name drew a
+		 * warning, its bytes kept all the same.  Under C.UTF-8 they pass
+		 * as they are (hdrcharset=BINARY names are never converted).
+		 */
+		setlocale(LC_CTYPE, "C.UTF-8");
 
 		sp = copy ? spool_create(dirname(copy), &ret) : NULL;
 		free(copy);
