@@ -628,6 +628,7 @@ void stage_bg_status(const struct stage *s, struct stage_bg_status *st)
 	st->stored_blocks = s->bg->stored_blocks;
 	st->stored_bytes = s->bg->stored_bytes;
 	st->busy = s->bg->busy;
-	stage_pp_counts(s, &st->rehearsals, &st->stored_frags, &st->rehearsals_deferred,
+	stage_pp_counts(s, &st->rehearsals, &st->stored_frags, &st->rehearsals_too_big,
+			&st->rehearsals_deferred,
 			&st->rehearsal_current);
 }

@@ -1489,6 +1489,7 @@ static void status_request(fuse_req_t req, size_t size)
 		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu, "
 		       "\"rehearsals\": %llu, \"rehearsal_current\": %s, "
 		       "\"prepacked_fragments\": %llu, \"rehearsals_deferred\": %llu, "
+		       "\"rehearsals_too_big\": %llu, "
 		       "\"uring_requests\": %llu, \"killpriv\": %s, \"volatile\": %s}",
 		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
 		       (unsigned long long)st.queued_bytes, st.busy,
@@ -1501,6 +1502,7 @@ static void status_request(fuse_req_t req, size_t size)
 		       st.rehearsal_current ? "true" : "false",
 		       (unsigned long long)st.stored_frags,
 		       (unsigned long long)st.rehearsals_deferred,
+		       (unsigned long long)st.rehearsals_too_big,
 		       (unsigned long long)stage_uring_served(s),
 		       stage_pt_killpriv(s) ? "true" : "false",
 		       s->no_sync ? "true" : "false");

@@ -146,6 +146,7 @@ struct stage_bg_status {
 	uint64_t stored_blocks, stored_bytes;
 	int busy;
 	uint64_t rehearsals, stored_frags, rehearsals_deferred;	/* prepack.c */
+	uint64_t rehearsals_too_big;
 	int rehearsal_current;		/* the last one saw the tree as it is */
 };
 
@@ -185,6 +186,8 @@ struct stage {
 	int prepack;		/* rehearsals (prepack.c): 0 never (-o no_prepack),
 				 * 1 when the CPU is idle enough (default),
 				 * 2 always (-o prepack) */
+	size_t prepack_max;	/* ... only while at most this many inodes are
+				 * staged (-o prepack_max=N; prepack.c) */
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
@@ -271,6 +274,8 @@ int stage_bg_interrupted(const struct stage *s);
  */
 struct stage_pp;
 /* always: -o prepack, rehearse whatever the CPU is doing (else: when idle). */
+/* -o prepack_max's default: see prepack.c */
+#define STAGE_PREPACK_MAX 200000
 struct stage_pp *stage_pp_create(int always);
 void stage_pp_free(struct stage *s, struct stage_pp *pp);
 /* Background thread, stage->lock held: run a rehearsal now? *wait: when. */
@@ -288,7 +293,7 @@ void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
  * stage->lock held: rehearsals run, fragment blocks kept, rehearsals put
  * off while the CPU was busy, up to date.
  */
-void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frags,
+void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frags, uint64_t *too_big,
 		     uint64_t *deferred, int *current);
 /* seal.c: the staged tree for a rehearsal (open files as they are). */
 sqw_tree_t *stage_tree_rehearsal(struct stage *s);

@@ -381,6 +381,46 @@ out=$("$SEAL" --json "$M")
 wait_daemon 0
 same_as "rehearsed beside a busy producer" "$WORK/h.sqfs" "$REF"
 
+# -o prepack_max=N: no rehearsal while more than N inodes are staged (each
+# copies the tree, and the daemon must stay within its memory target); once
+# the tree is that small again, rehearsals come back.
+stage_mount "$WORK/i.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,prepack,prepack_max=100
+cp -a "$SMALL/." "$M/"
+wait_idle "$M"	# a rehearsal may have begun while there were few
+st0=$(status "$M")
+sleep 3	# three rehearsal intervals
+st=$(status "$M")
+if [[ $(field "$st" rehearsals) == "$(field "$st0" rehearsals)" &&
+	$(field "$st" rehearsals_too_big) -gt $(field "$st0" rehearsals_too_big) &&
+	$(field "$st" rehearsal_current) == False ]]; then
+	ok "prepack_max=100: no rehearsal of $(find "$M" | wc -l) inodes ($(field "$st" rehearsals_too_big) looks)"
+else
+	fail "prepack_max=100: rehearsed $(find "$M" | wc -l) inodes or never looked: $st0 then $st"
+fi
+grep -q "inodes staged, more than prepack_max=100: no more rehearsals" "$WORK/daemon.log" &&
+	ok "prepack_max: logged" || fail "prepack_max: nothing in the daemon log"
+SMALLER=$WORK/smaller
+mkdir -p "$SMALLER"
+cp -a "$SMALL/dir0" "$SMALLER/"
+rm -r "$M"/dir[1-7]
+find "$M" "$SMALLER" -exec touch -h -d @1650000000 {} +
+for ((i = 0; i < 300; i++)); do
+	st=$(status "$M")
+	[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
+	sleep 0.1
+done
+if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
+	ok "prepack_max=100: rehearsed once $(find "$M" | wc -l) inodes were left"
+else
+	fail "prepack_max=100: no rehearsal within 30 s of a small tree: $st"
+fi
+out=$("$SEAL" --json "$M")
+wait_daemon 0
+same_as "rehearsals after the tree shrank" "$WORK/i.sqfs" "$(pack_ref "$SMALLER")"
+"$STAGE" -o prepack_max=lots "$WORK/j.sqfs" "$WORK/nomount" 2>"$WORK/err" && fail "prepack_max=lots accepted"
+grep -q "prepack_max: give a number of inodes" "$WORK/err" && ok "prepack_max=lots refused: $(cat "$WORK/err" | head -n 1)" ||
+	fail "prepack_max=lots: $(cat "$WORK/err")"
+
 # -o no_prepack: no rehearsal however long the tree rests, the same image.
 stage_mount "$WORK/f.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,no_prepack
 cp -a "$SMALL/." "$M/"

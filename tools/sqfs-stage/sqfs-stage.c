@@ -8,6 +8,7 @@
 #include <linux/fs.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,8 @@ static void usage(FILE *f)
 "  -o prepack, no_prepack compress fragment blocks ahead of the seal whatever\n"
 "                         the CPU is doing / never (default: when >= 15%%\n"
 "                         of the CPU is idle)\n"
+"  -o prepack_max=N       ... only while at most N inodes are staged\n"
+"                         (default 200000: each rehearsal copies the tree)\n"
 "  -o volatile            fsync flushes nothing (the tree survives a crash of\n"
 "                         the daemon, not of the machine)\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
@@ -131,6 +134,21 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 	if ((!strcmp(k, "prepack") || !strcmp(k, "no_prepack")) && !val) {
 		p->s->prepack = k[0] == 'n' ? 0 : 2;
+		return 0;
+	}
+	if (!strcmp(k, "prepack_max")) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = val && *val >= '0' && *val <= '9' ? strtoull(val, &end, 10) : 0;
+		if (!val || *val < '0' || *val > '9' || *end || errno || v > SIZE_MAX) {
+			fprintf(stderr, "%s: -o prepack_max: give a number of inodes, not '%s'\n",
+				prog, val ? val : "");
+			p->bad = 1;
+			return -1;
+		}
+		p->s->prepack_max = (size_t)v;
 		return 0;
 	}
 	if (!strcmp(k, "no_background") && !val) {
@@ -447,6 +465,7 @@ int main(int argc, char **argv)
 	}
 	memset(&s, 0, sizeof(s));
 	s.prepack = 1;
+	s.prepack_max = STAGE_PREPACK_MAX;
 	s.datafd = -1;
 	s.spoolfd = -1;
 	s.final_status = CLI_EXIT_FAIL;
