@@ -74,6 +74,18 @@ SRC=$WORK/src
 mkdata "$SRC"
 find "$SRC" -exec touch -h -d @1650000000 {} +
 
+# wait_rehearsed SECONDS: until a rehearsal saw the tree in $M as it is and
+# the thread is idle, or the time is up; leaves the last status in st.
+wait_rehearsed() {
+	local i
+	for ((i = 0; i < $1 * 10; i++)); do
+		st=$(status "$M")
+		[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && return 0
+		sleep 0.1
+	done
+	return 0
+}
+
 pack_ref() { # DIR -> sha256 of sqfs-pack's image
 	"$PACK" -q --mkfs-time $MT -c $COMP -b $BS "$1" "$WORK/ref.sqfs"
 	sha256sum <"$WORK/ref.sqfs" | cut -d' ' -f1
@@ -261,11 +273,7 @@ find "$SMALL" -exec touch -h -d @1650000000 {} +
 # -o prepack: rehearsals whatever the CPU is doing.
 stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,prepack
 cp -a "$SMALL/." "$M/"
-for ((i = 0; i < 300; i++)); do
-	st=$(status "$M")
-	[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
-	sleep 0.1
-done
+wait_rehearsed 30
 pre=$(field "$st" prepacked_fragments)
 if [[ $(field "$st" rehearsal_current) == True && $pre -gt 0 ]]; then
 	ok "a rehearsal compressed $pre fragment blocks"
@@ -331,11 +339,7 @@ if [[ $(field "$st" rehearsals) == 0 && $(field "$st" rehearsals_deferred) -gt 0
 else
 	fail "default: rehearsed with busy CPUs or never looked: $st"
 fi
-for ((i = 0; i < 600; i++)); do
-	st=$(status "$M")
-	[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
-	sleep 0.1
-done
+wait_rehearsed 60
 if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
 	ok "default: a rehearsal once the CPUs are idle"
 else
@@ -404,11 +408,7 @@ mkdir -p "$SMALLER"
 cp -a "$SMALL/dir0" "$SMALLER/"
 rm -r "$M"/dir[1-7]
 find "$M" "$SMALLER" -exec touch -h -d @1650000000 {} +
-for ((i = 0; i < 300; i++)); do
-	st=$(status "$M")
-	[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
-	sleep 0.1
-done
+wait_rehearsed 30
 if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
 	ok "prepack_max=100: rehearsed once $(find "$M" | wc -l) inodes were left"
 else
