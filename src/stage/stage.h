@@ -273,9 +273,9 @@ int stage_bg_interrupted(const struct stage *s);
  * compressing it would give, and one not found is compressed.
  */
 struct stage_pp;
-/* always: -o prepack, rehearse whatever the CPU is doing (else: when idle). */
 /* -o prepack_max's default: see prepack.c */
 #define STAGE_PREPACK_MAX 200000
+/* always: -o prepack, rehearse whatever the CPU is doing (else: when idle). */
 struct stage_pp *stage_pp_create(int always);
 void stage_pp_free(struct stage *s, struct stage_pp *pp);
 /* Background thread, stage->lock held: run a rehearsal now? *wait: when. */
@@ -290,8 +290,9 @@ int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
 			const uint8_t digest[16], uint64_t token);
 /*
- * stage->lock held: rehearsals run, fragment blocks kept, rehearsals put
- * off while the CPU was busy, up to date.
+ * stage->lock held: rehearsals run, fragment blocks kept, looks refused for
+ * the tree's size (prepack_max), rehearsals put off while the CPU was busy,
+ * up to date.
  */
 void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frags, uint64_t *too_big,
 		     uint64_t *deferred, int *current);
