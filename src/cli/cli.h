@@ -66,5 +66,7 @@ void cli_publish_abort(struct cli_publish *p);
 
 double cli_now(void);
 int cli_parse_size(const char *s, uint64_t *out);
+/* A decimal number up to max, digits only. */
+int cli_parse_u64(const char *s, uint64_t max, uint64_t *out);
 
 #endif

@@ -39,7 +39,7 @@ int cli_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+int cli_parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -64,7 +64,7 @@ static int parse_time(const char *s, int64_t *out)
 	}
 	if (s && *s == '@')
 		s++;
-	if (parse_u64(s, UINT32_MAX, &v))
+	if (cli_parse_u64(s, UINT32_MAX, &v))
 		return -EINVAL;
 	*out = (int64_t)v;
 	return 0;
@@ -74,7 +74,7 @@ static int parse_id(const char *s, int is_group, int64_t *out)
 {
 	uint64_t v;
 
-	if (!parse_u64(s, UINT32_MAX - 1, &v)) {
+	if (!cli_parse_u64(s, UINT32_MAX - 1, &v)) {
 		*out = (int64_t)v;
 		return 0;
 	}
@@ -175,11 +175,11 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 			BAD("%s '%s': must be a power of two from 4K to 1M", name, val);
 		o->block_size = (uint32_t)v;
 	} else if (!strcmp(key, "jobs")) {
-		if (parse_u64(val, 1024, &v) || v == 0)
+		if (cli_parse_u64(val, 1024, &v) || v == 0)
 			BAD("%s '%s': must be a number from 1 to 1024", name, val);
 		o->img.jobs = (unsigned)v;
 	} else if (!strcmp(key, "queue")) {
-		if (parse_u64(val, 1u << 20, &v) || v < 2)
+		if (cli_parse_u64(val, 1u << 20, &v) || v < 2)
 			BAD("%s '%s': must be a number of blocks, at least 2", name, val);
 		o->img.queue = (unsigned)v;
 	} else if (!strcmp(key, "mkfs_time")) {

@@ -137,12 +137,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	}
 	if (!strcmp(k, "prepack_max")) {
-		char *end;
-		unsigned long long v;
+		uint64_t v;
 
-		errno = 0;
-		v = val && *val >= '0' && *val <= '9' ? strtoull(val, &end, 10) : 0;
-		if (!val || *val < '0' || *val > '9' || *end || errno || v > SIZE_MAX) {
+		if (cli_parse_u64(val, SIZE_MAX, &v)) {
 			fprintf(stderr, "%s: -o prepack_max: give a number of inodes, not '%s'\n",
 				prog, val ? val : "");
 			p->bad = 1;
