@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <syslog.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -50,8 +51,13 @@
  * times what a snapshot of the tree took, it is rewritten as a snapshot.
  */
 #define JNL_COMPACT_MIN ((uint64_t)16 << 20)
-/* The mapped window: small, as its pages count in the daemon's RSS. */
+/*
+ * The mapped window: small, as its pages count in the daemon's RSS, and at
+ * most a sixteenth of the spool's free space, as its blocks are taken from
+ * the staged files and the image (a 1 MiB window filled a 1 MiB spool).
+ */
 #define JNL_WINDOW ((size_t)1 << 20)
+#define JNL_WINDOW_FREE_SHIFT 4
 
 enum { R_NODE = 1, R_ADD, R_DEL, R_XSET, R_XDEL };
 
@@ -245,6 +251,17 @@ static void jnl_unmap(struct stage_jnl *j)
 	j->map = NULL;
 }
 
+static size_t jnl_window(int fd, uint64_t page)
+{
+	struct statvfs v;
+	uint64_t w;
+
+	if (fstatvfs(fd, &v))
+		return JNL_WINDOW;
+	w = ((uint64_t)v.f_bavail * v.f_frsize >> JNL_WINDOW_FREE_SHIFT) & ~(page - 1);
+	return w < JNL_WINDOW ? (size_t)w : JNL_WINDOW;
+}
+
 /*
  * A window of j->fd from the page holding j->size, with room for len
  * bytes.  Its blocks are allocated first, so that a store into it cannot
@@ -255,8 +272,11 @@ static int jnl_map(struct stage_jnl *j, size_t len)
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	uint64_t off = j->size & ~(page - 1);
 	size_t need = (size_t)((j->size - off + len + page - 1) & ~(page - 1));
-	size_t want = need > JNL_WINDOW ? need : JNL_WINDOW;
+	size_t want = jnl_window(j->fd, page);
 	void *m;
+
+	if (want < need)
+		want = need;
 
 	jnl_unmap(j);
 	if (fallocate(j->fd, 0, (off_t)off, (off_t)want)) {
@@ -992,20 +1012,28 @@ fail:
 	return ret;
 }
 
+void stage_jnl_trim(struct stage *s)
+{
+	struct stage_jnl *j = s->jnl;
+
+	if (!j || j->fd < 0)
+		return;
+	jnl_unmap(j);
+	/* The window's zeros past the last batch; the next batch maps anew. */
+	if (ftruncate(j->fd, (off_t)j->size))
+		stage_log(s, LOG_WARNING, "trimming the journal in %s: %s", s->spool,
+			  strerror(errno));
+}
+
 void stage_jnl_close(struct stage *s)
 {
 	struct stage_jnl *j = s->jnl;
 
 	if (!j)
 		return;
-	jnl_unmap(j);
-	if (j->fd >= 0) {
-		/* The window's zeros past the last batch. */
-		if (ftruncate(j->fd, (off_t)j->size))
-			stage_log(s, LOG_WARNING, "trimming the journal in %s: %s", s->spool,
-				  strerror(errno));
+	stage_jnl_trim(s);
+	if (j->fd >= 0)
 		close(j->fd);
-	}
 	free(j->rec.p);
 	free(j->out.p);
 	free(j->dirty);

@@ -405,6 +405,8 @@ int stage_seal(struct stage *s, char **out)
 	wait_writers(s);
 	if (check_tree(&c, s->root, 0))
 		goto fail;
+	/* By default the image shares the spool's file system. */
+	stage_jnl_trim(s);
 	ret = cli_publish_open(&pub, s->image);
 	if (ret) {
 		fail(&c, "%s: cannot create the image: %s", s->image,

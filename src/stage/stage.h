@@ -310,6 +310,8 @@ struct stage_jnl_stats {
 /* Start a journal, or (recover) replay SPOOL/journal into s first. */
 int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st);
 void stage_jnl_close(struct stage *s);
+/* Give back the space taken ahead of the journal's end (before a seal). */
+void stage_jnl_trim(struct stage *s);
 /* n's attributes changed (written at flush, as they are then). */
 void stage_jnl_node(struct stage *s, const struct snode *n);
 /* An entry was added (child) or removed (child NULL). */

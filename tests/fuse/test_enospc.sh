@@ -14,7 +14,9 @@
 #   2. the default layout, image and spool on one small file system: the
 #      seal of a full spool fails with a clear ENOSPC message, the mount
 #      stays writable, rm inside the mount frees the space (staged data and
-#      its background-compressed blocks alike) and the retried seal works.
+#      its background-compressed blocks alike) and the retried seal works;
+#   3. a 1 MiB file system for both: the journal takes no more than a
+#      sixteenth of it ahead, a 589 KB file stages and the seal fits.
 # (ENOSPC in an image directory on its own is test_seal.sh's.)
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
@@ -254,5 +256,26 @@ seal_wait "retried seal"
 check_image "seal retried after rm" "$S/two.sqfs" "$EXP"
 [[ -z $(find "$S" -maxdepth 1 -name '.two.sqfs.spool.*') ]] && ok "spool removed after the seal" ||
 	fail "spool left after the seal"
+
+# --- 3: a 1 MiB file system for image and spool ------------------------------
+S=$WORK/tiny
+small_fs "$S" 1m
+M=$WORK/m3
+EXP=$WORK/exp3
+mkdir -p "$EXP"
+seq 1 100000 >"$EXP/numbers"
+stage_mount "$S/three.sqfs" "$M" -o "$SOPTS"
+used=$(df -k "$S" | awk 'NR == 2 { print $3 }')
+# A 1 MiB window ahead of the journal took all of it.
+((used <= 128)) && ok "tiny file system: $used KiB used after the mount" ||
+	fail "tiny file system: $used KiB used after the mount: $(du -a "$S" | sort -n | tail -n3 | tr '\n' ' ')"
+if cp "$EXP/numbers" "$M/numbers" 2>"$WORK/err"; then
+	ok "tiny file system: $(stat -c %s "$EXP/numbers") bytes staged"
+else
+	fail "tiny file system: cp: $(cat "$WORK/err")"
+fi
+find "$M" "$EXP" -exec touch -h -d @1650000000 {} +
+seal_wait "seal on the tiny file system"
+check_image "tiny file system" "$S/three.sqfs" "$EXP"
 
 finish
