@@ -54,8 +54,9 @@ void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 /* An image written beside its target and renamed over it when complete. */
 struct cli_publish {
 	char *target;
-	char *tmp;
+	char *tmp;	/* a name for the file until it is renamed */
 	int fd;
+	int anon;	/* fd has no name yet (O_TMPFILE) */
 };
 
 int cli_publish_open(struct cli_publish *p, const char *target);

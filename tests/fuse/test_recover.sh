@@ -198,6 +198,9 @@ crash "$M"
 wait "$SPID" 2>/dev/null && fail "sqfs-seal succeeded although its daemon was killed" || ok "sqfs-seal reports the failure"
 sum=$(sha256sum <"$IMG" | cut -d' ' -f1)
 [[ $sum == "$FIRST" ]] && ok "IMAGE is still the previous image" || fail "IMAGE changed by a killed seal"
+# The image was being written to an unnamed file (O_TMPFILE): gone with it.
+left=$(find "$WORK/o3" -mindepth 1 -maxdepth 1 ! -name s.sqfs ! -path "$SP" -printf '%f ')
+[[ -z $left ]] && ok "nothing left beside IMAGE but the spool" || fail "left beside IMAGE: $left"
 stage_mount "$IMG" "$M" --recover "$SP" -o comp=xz:9,block_size=64K,mkfs_time=$MT
 cmp -s "$M/big" "$WORK/big" && ok "big file recovered" || fail "big file not recovered"
 rm "$M/big"

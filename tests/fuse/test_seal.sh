@@ -193,4 +193,25 @@ if mount -t tmpfs -o size=256k tmpfs "$WORK/small"; then
 	[[ -f $IMG ]] && ok "sealed after ENOSPC was fixed" || fail "no image"
 fi
 
+# --- sqfs-pack into a directory without O_TMPFILE (a FUSE mount, such as this
+# one): the image goes through a named temporary file instead ---
+mkdir -p "$WORK/psrc"
+seq 1 50000 >"$WORK/psrc/n"
+echo a >"$WORK/psrc/a"
+stage_mount "$WORK/host.sqfs" "$M"
+python3 -c 'import os, sys; os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)' "$M" 2>/dev/null &&
+	log "note: this kernel's FUSE makes O_TMPFILE files: the fallback below is not exercised"
+"$PACK" -q --mkfs-time 1700000000 "$WORK/psrc" "$WORK/p-ref.sqfs"
+for round in new replaced; do
+	if "$PACK" -q --mkfs-time 1700000000 "$WORK/psrc" "$M/p.sqfs" 2>"$WORK/err"; then
+		cmp -s "$M/p.sqfs" "$WORK/p-ref.sqfs" && ok "sqfs-pack into a FUSE directory ($round)" ||
+			fail "sqfs-pack into a FUSE directory ($round): image differs"
+	else
+		fail "sqfs-pack into a FUSE directory ($round): $(cat "$WORK/err")"
+	fi
+	[[ $(ls -A "$M") == p.sqfs ]] && ok "no temporary file left ($round)" || fail "left ($round): $(ls -A "$M")"
+done
+"$SEAL" --quiet "$M" || fail "seal of the mount holding p.sqfs"
+wait_daemon 0
+
 finish
