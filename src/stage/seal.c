@@ -444,7 +444,9 @@ fail:
 
 void stage_remove_spool(struct stage *s)
 {
-	static const char *const spool_files[] = { "journal", "journal.new", "blocks", "volatile" };
+	static const char *const spool_files[] = {
+		"journal", "journal.new", "blocks", "volatile", "options", "options.new"
+	};
 	size_t i;
 
 	if (s->datafd < 0)

@@ -15,6 +15,9 @@
 #   - an fsync flushes the journal and spool names only when they changed
 #   - -o volatile: fsync flushes nothing; the tree survives kill -9 of the
 #     daemon; a recovery in another boot is refused until the mark is removed
+#   - the spool keeps the mount's options (SPOOL/options) and the mkfs_time
+#     in effect: a bare --recover seals what the lost daemon would have, and
+#     options given with --recover win
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -201,14 +204,16 @@ sum=$(sha256sum <"$IMG" | cut -d' ' -f1)
 # The image was being written to an unnamed file (O_TMPFILE): gone with it.
 left=$(find "$WORK/o3" -mindepth 1 -maxdepth 1 ! -name s.sqfs ! -path "$SP" -printf '%f ')
 [[ -z $left ]] && ok "nothing left beside IMAGE but the spool" || fail "left beside IMAGE: $left"
-stage_mount "$IMG" "$M" --recover "$SP" -o comp=xz:9,block_size=64K,mkfs_time=$MT
+# No options: the spool's own (xz:9, 64K, the mkfs_time) apply again.
+stage_mount "$IMG" "$M" --recover "$SP"
 cmp -s "$M/big" "$WORK/big" && ok "big file recovered" || fail "big file not recovered"
 rm "$M/big"
 touch -r "$SRC" "$M"
 "$SEAL" --quiet "$M" || fail "seal after the killed seal"
 wait_daemon 0
 "$PACK" -q --mkfs-time $MT -c xz:9 -b 64K "$SRC" "$WORK/ref3.sqfs"
-cmp -s "$IMG" "$WORK/ref3.sqfs" && ok "image after recovery equals sqfs-pack" || fail "image after recovery differs"
+cmp -s "$IMG" "$WORK/ref3.sqfs" && ok "image after a bare --recover equals sqfs-pack with the mount's options" ||
+	fail "image after a bare --recover differs from sqfs-pack with the mount's options"
 
 # --- 4: a journal cut short in its last batch --------------------------------
 mkdir -p "$WORK/o4"
@@ -377,5 +382,28 @@ wait_daemon 0
 [[ $(sha256sum <"$IMG" | cut -d' ' -f1) == "$REF" && ! -d $SP ]] &&
 	ok "volatile: image equals sqfs-pack's, spool removed" ||
 	fail "volatile: image differs from sqfs-pack's or spool left"
+
+# --- 8: the options kept in the spool -------------------------------------------
+# The mkfs_time came from SOURCE_DATE_EPOCH; the recovery runs without it
+# and changes the block size: the rest is the first mount's.
+mkdir -p "$WORK/o8"
+IMG=$WORK/o8/o.sqfs
+M=$WORK/m8
+SOURCE_DATE_EPOCH=1600000000 stage_mount "$IMG" "$M" -o comp=gzip:1,all_root,block_size=4K
+SP=$(spool_of "$IMG")
+cp -a "$SRC/." "$M/"
+crash "$M"
+stage_mount "$IMG" "$M" --recover "$SP" -o block_size=8K
+grep -q "options of the spool, before those given now: comp=gzip:1,all_root,block_size=4K,mkfs_time=1600000000" \
+	"$WORK/daemon.log" && ok "recovery names the spool's options" || fail "no message naming the spool's options"
+crash "$M"
+# A second recovery keeps the block size given to the first.
+stage_mount "$IMG" "$M" --recover "$SP"
+touch -r "$SRC" "$M"
+"$SEAL" --quiet "$M" || fail "seal of test 8"
+wait_daemon 0
+"$PACK" -q --mkfs-time 1600000000 -c gzip:1 -b 8K --all-root "$SRC" "$WORK/ref8.sqfs"
+cmp -s "$IMG" "$WORK/ref8.sqfs" && ok "recovered twice: the first mount's options, the block size given later" ||
+	fail "options after recovery: $(unsquashfs -s "$IMG" 2>&1 | grep -E 'Compression|Block size|Creation' | tr '\n' ' ')"
 
 finish

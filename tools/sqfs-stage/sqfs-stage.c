@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "spoolopts.h"
 
 static const char *prog = "sqfs-stage";
 
@@ -26,6 +27,7 @@ struct parse {
 	struct stage *s;
 	char *image, *mnt, *spool, *recover;
 	int nonopts, allow_other, help, version, bad;
+	struct spoolopts kept;	/* the -o options, for SPOOL/options */
 };
 
 static void usage(FILE *f)
@@ -58,6 +60,7 @@ static void usage(FILE *f)
 "                         the daemon, not of the machine)\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
+"                         (with the image options it was made with; -o wins)\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
 "  -o OPT                 any other FUSE mount option\n"
 "  -h, --help, -V, --version\n"
@@ -159,6 +162,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	r = cli_opt_set(&p->s->opts, k, val, msg, sizeof(msg));
 	if (r < 0) {
 		fprintf(stderr, "%s: -o %s\n", prog, msg);
+		p->bad = 1;
+		return -1;
+	}
+	/* The image's options outlive a crash; how the mount runs does not. */
+	if (r == 0 && spoolopts_add(&p->kept, arg)) {
+		fprintf(stderr, "%s: out of memory\n", prog);
 		p->bad = 1;
 		return -1;
 	}
@@ -443,6 +452,62 @@ static char **recover_args(int *argc, char **argv)
 	return out;
 }
 
+static int find_recover(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	char **spool = data;
+
+	(void)outargs;
+	if (key == FUSE_OPT_KEY_OPT && !strncmp(arg, "recover=", 8)) {
+		free(*spool);
+		*spool = strdup(arg + 8);
+	}
+	return 1;
+}
+
+/*
+ * With -o recover=SPOOL, the options SPOOL was made with go first, so that
+ * the ones given now win.  Replaces *av (and *argc); 0 or -1 (said why).
+ */
+static int recover_options(int *argc, char ***av)
+{
+	struct fuse_args pre = FUSE_ARGS_INIT(*argc, *av);
+	char *spool = NULL, *shown = NULL, **kept = NULL, **out;
+	int n = 0, i, ret;
+
+	(void)fuse_opt_parse(&pre, &spool, NULL, find_recover);
+	fuse_opt_free_args(&pre);
+	if (!spool)
+		return 0;
+	ret = spoolopts_read(spool, &kept, &n, &shown);
+	if (ret) {
+		fprintf(stderr, "%s: -o recover: %s/options: %s\n", prog, spool, strerror(-ret));
+		free(spool);
+		return -1;
+	}
+	free(spool);
+	if (!n)
+		return 0;
+	out = calloc((size_t)(*argc + n + 1), sizeof(*out));
+	if (!out) {
+		for (i = 0; i < n; i++)
+			free(kept[i]);
+		free(kept);
+		free(shown);
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return -1;
+	}
+	out[0] = (*av)[0];
+	memcpy(out + 1, kept, (size_t)n * sizeof(*out));
+	memcpy(out + 1 + n, *av + 1, (size_t)(*argc - 1) * sizeof(*out));
+	free(kept);
+	free(*av);
+	*av = out;
+	*argc += n;
+	fprintf(stderr, "%s: options of the spool, before those given now: %s\n", prog, shown);
+	free(shown);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char **av = recover_args(&argc, argv);
@@ -460,6 +525,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return CLI_EXIT_FAIL;
 	}
+	if (recover_options(&argc, &av)) {
+		free_argv(av);
+		return CLI_EXIT_FAIL;
+	}
+	args = (struct fuse_args)FUSE_ARGS_INIT(argc, av);
 	memset(&s, 0, sizeof(s));
 	s.prepack = 1;
 	s.prepack_max = STAGE_PREPACK_MAX;
@@ -539,6 +609,11 @@ int main(int argc, char **argv)
 	}
 	if (mark_spool(&s, !!p.recover, &marked))
 		goto out_spool;
+	ret = spoolopts_write(&p.kept, s.spool, s.opts.img.mkfs_time, !s.no_sync);
+	if (ret) {
+		fprintf(stderr, "%s: %s/options: %s\n", prog, s.spool, strerror(-ret));
+		goto out_spool;
+	}
 	raise_fd_limit();
 	if (stage_init(&s, getuid(), getgid())) {
 		fprintf(stderr, "%s: out of memory\n", prog);
@@ -629,6 +704,7 @@ out_free:
 	free(p.mnt);
 	free(p.spool);
 	free(p.recover);
+	spoolopts_free(&p.kept);
 	stage_jnl_close(&s);
 	if (s.spoolfd >= 0)
 		close(s.spoolfd);

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * SPOOL/options: the image options a mount was made with, so that
+ * `sqfs-stage --recover SPOOL IMAGE MOUNTPOINT`, the command the daemon
+ * prints at start-up, seals the image the lost daemon would have: same
+ * compressor, block size, owners, mkfs_time.  How the mount runs (volatile,
+ * no_passthrough, FUSE options) is given anew.  One option a line, as given,
+ * and last the mkfs_time in effect (it may have come from SOURCE_DATE_EPOCH
+ * or the clock).  On recovery they come first, so options given with
+ * --recover win.
+ */
+#include "spoolopts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define OPTS_FILE "options"
+#define OPTS_MAX (64 * 1024)
+
+int spoolopts_add(struct spoolopts *o, const char *arg)
+{
+	char **a;
+
+	if (!strncmp(arg, "spool=", 6) || !strncmp(arg, "recover=", 8) ||
+	    !strncmp(arg, "mkfs_time=", 10) || strchr(arg, '\n'))
+		return 0;
+	a = realloc(o->v, (o->n + 1) * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	o->v = a;
+	o->v[o->n] = strdup(arg);
+	if (!o->v[o->n])
+		return -ENOMEM;
+	o->n++;
+	return 0;
+}
+
+void spoolopts_free(struct spoolopts *o)
+{
+	for (size_t i = 0; i < o->n; i++)
+		free(o->v[i]);
+	free(o->v);
+	o->v = NULL;
+	o->n = 0;
+}
+
+int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_time,
+		    int sync)
+{
+	char *path = NULL, *tmp = NULL;
+	FILE *f = NULL;
+	int ret = -ENOMEM;
+
+	/* A recovery rewrites it with the options it was given too. */
+	if (asprintf(&path, "%s/" OPTS_FILE, spool) < 0)
+		return -ENOMEM;
+	if (asprintf(&tmp, "%s.new", path) < 0) {
+		tmp = NULL;
+		goto out;
+	}
+	f = fopen(tmp, "we");
+	if (!f) {
+		ret = -errno;
+		goto out;
+	}
+	for (size_t i = 0; i < o->n; i++)
+		fprintf(f, "%s\n", o->v[i]);
+	fprintf(f, "mkfs_time=%u\n", mkfs_time);
+	ret = 0;
+	if (fflush(f) || (sync && fdatasync(fileno(f))))
+		ret = -errno;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+out:
+	free(tmp);
+	free(path);
+	return ret;
+}
+
+/* "-o" ARG with the commas and backslashes of one option escaped. */
+static char *escaped(const char *line)
+{
+	char *out = malloc(2 * strlen(line) + 3), *p = out;
+
+	if (!out)
+		return NULL;
+	*p++ = '-';
+	*p++ = 'o';
+	for (; *line; line++) {
+		if (*line == ',' || *line == '\\')
+			*p++ = '\\';
+		*p++ = *line;
+	}
+	*p = '\0';
+	return out;
+}
+
+int spoolopts_read(const char *spool, char ***out, int *n, char **shown)
+{
+	char *path = NULL, *buf = NULL, *line, *save = NULL, **v = NULL;
+	size_t len = 0;
+	int fd = -1, ret = -ENOMEM, count = 0;
+	ssize_t r;
+
+	*out = NULL;
+	*n = 0;
+	*shown = NULL;
+	if (asprintf(&path, "%s/" OPTS_FILE, spool) < 0)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		/* A spool made before the file existed: nothing to apply. */
+		ret = errno == ENOENT ? 0 : -errno;
+		goto out;
+	}
+	buf = malloc(OPTS_MAX + 1);
+	if (!buf)
+		goto out;
+	while (len < OPTS_MAX && (r = read(fd, buf + len, OPTS_MAX - len)) != 0) {
+		if (r < 0) {
+			ret = -errno;
+			goto out;
+		}
+		len += (size_t)r;
+	}
+	buf[len] = '\0';
+	v = calloc(len / 2 + 2, sizeof(*v));
+	*shown = calloc(1, len + 1);
+	if (!v || !*shown)
+		goto out;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		v[count] = escaped(line);
+		if (!v[count])
+			goto out;
+		if (count)
+			strcat(*shown, ",");
+		strcat(*shown, line);
+		count++;
+	}
+	*out = v;
+	*n = count;
+	v = NULL;
+	ret = 0;
+out:
+	if (v) {
+		for (int i = 0; i < count; i++)
+			free(v[i]);
+		free(v);
+	}
+	if (ret) {
+		free(*shown);
+		*shown = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(path);
+	return ret;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef SQFS_STAGE_SPOOLOPTS_H
+#define SQFS_STAGE_SPOOLOPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The image's -o options, to be kept in SPOOL/options (spoolopts.c). */
+struct spoolopts {
+	char **v;
+	size_t n;
+};
+
+/* Keep one -o option (spool=, recover= and mkfs_time= are not kept). */
+int spoolopts_add(struct spoolopts *o, const char *arg);
+void spoolopts_free(struct spoolopts *o);
+/* Create SPOOL/options: the options kept, then mkfs_time=MKFS_TIME. */
+int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_time,
+		    int sync);
+/*
+ * Read SPOOL/options as *n arguments "-oOPT" (each malloc'ed, as is the
+ * array), and *shown, the options comma-separated for a message.  No file:
+ * 0 with *n = 0.
+ */
+int spoolopts_read(const char *spool, char ***out, int *n, char **shown);
+
+#endif
