@@ -389,12 +389,14 @@ wait_daemon 0
 mkdir -p "$WORK/o8"
 IMG=$WORK/o8/o.sqfs
 M=$WORK/m8
-SOURCE_DATE_EPOCH=1600000000 stage_mount "$IMG" "$M" -o comp=gzip:1,all_root,block_size=4K
+SOURCE_DATE_EPOCH=1600000000 stage_mount "$IMG" "$M" -o comp=gzip:1,all_root,block_size=4K,all_time=now
 SP=$(spool_of "$IMG")
 cp -a "$SRC/." "$M/"
 crash "$M"
+sleep 1	# a "now" of the recovery would differ
 stage_mount "$IMG" "$M" --recover "$SP" -o block_size=8K
-grep -q "options of the spool, before those given now: comp=gzip:1,all_root,block_size=4K,mkfs_time=1600000000" \
+AT=$(sed -n 's/^all_time=//p' "$SP/options")
+[[ -n $AT ]] && grep -q "options of the spool, before those given now: comp=gzip:1,all_root,block_size=4K,mkfs_time=1600000000,all_time=$AT" \
 	"$WORK/daemon.log" && ok "recovery names the spool's options" || fail "no message naming the spool's options"
 crash "$M"
 # A second recovery keeps the block size given to the first.
@@ -402,7 +404,7 @@ stage_mount "$IMG" "$M" --recover "$SP"
 touch -r "$SRC" "$M"
 "$SEAL" --quiet "$M" || fail "seal of test 8"
 wait_daemon 0
-"$PACK" -q --mkfs-time 1600000000 -c gzip:1 -b 8K --all-root "$SRC" "$WORK/ref8.sqfs"
+"$PACK" -q --mkfs-time 1600000000 --all-time "$AT" -c gzip:1 -b 8K --all-root "$SRC" "$WORK/ref8.sqfs"
 cmp -s "$IMG" "$WORK/ref8.sqfs" && ok "recovered twice: the first mount's options, the block size given later" ||
 	fail "options after recovery: $(unsquashfs -s "$IMG" 2>&1 | grep -E 'Compression|Block size|Creation' | tr '\n' ' ')"
 

@@ -5,8 +5,8 @@
  * prints at start-up, seals the image the lost daemon would have: same
  * compressor, block size, owners, mkfs_time.  How the mount runs (volatile,
  * no_passthrough, FUSE options) is given anew.  One option a line, as given,
- * and last the mkfs_time in effect (it may have come from SOURCE_DATE_EPOCH
- * or the clock).  On recovery they come first, so options given with
+ * and last the times in effect (mkfs_time may have come from
+ * SOURCE_DATE_EPOCH or the clock, either from "now").  On recovery they come first, so options given with
  * --recover win.
  */
 #include "spoolopts.h"
@@ -26,7 +26,8 @@ int spoolopts_add(struct spoolopts *o, const char *arg)
 	char **a;
 
 	if (!strncmp(arg, "spool=", 6) || !strncmp(arg, "recover=", 8) ||
-	    !strncmp(arg, "mkfs_time=", 10) || strchr(arg, '\n'))
+	    !strncmp(arg, "mkfs_time=", 10) || !strncmp(arg, "all_time=", 9) ||
+	    strchr(arg, '\n'))
 		return 0;
 	a = realloc(o->v, (o->n + 1) * sizeof(*a));
 	if (!a)
@@ -49,7 +50,7 @@ void spoolopts_free(struct spoolopts *o)
 }
 
 int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_time,
-		    int sync)
+		    int64_t all_time, int sync)
 {
 	char *path = NULL, *tmp = NULL;
 	FILE *f = NULL;
@@ -69,7 +70,10 @@ int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_
 	}
 	for (size_t i = 0; i < o->n; i++)
 		fprintf(f, "%s\n", o->v[i]);
+	/* As numbers: "now" was the lost daemon's now. */
 	fprintf(f, "mkfs_time=%u\n", mkfs_time);
+	if (all_time >= 0)
+		fprintf(f, "all_time=%lld\n", (long long)all_time);
 	ret = 0;
 	if (fflush(f) || (sync && fdatasync(fileno(f))))
 		ret = -errno;

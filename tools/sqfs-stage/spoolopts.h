@@ -11,12 +11,12 @@ struct spoolopts {
 	size_t n;
 };
 
-/* Keep one -o option (spool=, recover= and mkfs_time= are not kept). */
+/* Keep one -o option (not spool=, recover=, nor the times: see write). */
 int spoolopts_add(struct spoolopts *o, const char *arg);
 void spoolopts_free(struct spoolopts *o);
-/* Create SPOOL/options: the options kept, then mkfs_time=MKFS_TIME. */
+/* Write SPOOL/options: the options kept, then the times (all_time < 0: none). */
 int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_time,
-		    int sync);
+		    int64_t all_time, int sync);
 /*
  * Read SPOOL/options as *n arguments "-oOPT" (each malloc'ed, as is the
  * array), and *shown, the options comma-separated for a message.  No file:

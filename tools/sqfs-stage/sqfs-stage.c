@@ -609,7 +609,8 @@ int main(int argc, char **argv)
 	}
 	if (mark_spool(&s, !!p.recover, &marked))
 		goto out_spool;
-	ret = spoolopts_write(&p.kept, s.spool, s.opts.img.mkfs_time, !s.no_sync);
+	ret = spoolopts_write(&p.kept, s.spool, s.opts.img.mkfs_time, s.opts.img.all_time,
+			      !s.no_sync);
 	if (ret) {
 		fprintf(stderr, "%s: %s/options: %s\n", prog, s.spool, strerror(-ret));
 		goto out_spool;
