@@ -16,6 +16,26 @@ struct pack_err {
 	char detail[256];
 };
 
+/* --- --exclude patterns (filter.c) --- */
+struct pack_pattern {
+	char *glob;
+	int flags;
+};
+struct pack_filter {
+	struct pack_pattern *pat;
+	size_t n, cap;
+};
+
+/* -EINVAL: an empty pattern. */
+int pack_filter_add(struct pack_filter *f, const char *pattern);
+/* One pattern a line; blank lines and lines starting with '#' skipped. */
+int pack_filter_add_file(struct pack_filter *f, const char *path, size_t *bad_line);
+void pack_filter_free(struct pack_filter *f);
+/* path: relative to the source root, no leading '/'.  f may be NULL. */
+int pack_filter_match(const struct pack_filter *f, const char *path, int is_dir);
+/* The same for path or any directory above it (tar members); -ENOMEM. */
+int pack_filter_match_below(const struct pack_filter *f, const char *path, int is_dir);
+
 /* --- directory input --- */
 struct dir_source {
 	int rootfd;
@@ -24,6 +44,8 @@ struct dir_source {
 	ino_t skip_ino;
 	int warned_xattr;
 	FILE *warn;		/* warnings, or NULL */
+	const struct pack_filter *filter;	/* entries left out, or NULL */
+	int one_fs;		/* other file systems' directories stay empty */
 };
 
 extern const struct sqw_source_ops dir_source_ops;
@@ -53,9 +75,11 @@ void spool_destroy(struct spool *sp);
  * file data into sp, or, for an uncompressed archive in a regular file,
  * only where it lies in fd (which must then stay open and unchanged until
  * the image is written).  default_mtime is used for directories the
- * archive implies but does not list.
+ * archive implies but does not list.  Members filter matches (or one of
+ * their directories) are skipped.
  */
 int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
-	     int64_t default_mtime, FILE *warn, struct pack_err *err);
+	     int64_t default_mtime, const struct pack_filter *filter, FILE *warn,
+	     struct pack_err *err);
 
 #endif

@@ -49,6 +49,7 @@ struct tar_ctx {
 	FILE *warn;
 	int keep_xattrs, warned_xattr, warned_abs;
 	struct sqw_attr dir_attr;
+	const struct pack_filter *filter;
 };
 
 static int fail(struct tar_ctx *c, int code, const char *what, const char *path)
@@ -210,6 +211,9 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	if (!raw)
 		return fail(c, -EBADMSG, "member without a name", "");
 	path = clean_path(c, raw);
+	ret = pack_filter_match_below(c->filter, path, S_ISDIR(at.mode));
+	if (ret)
+		return ret < 0 ? fail(c, ret, "allocating", raw) : 0;
 	if (path_depth(path) > TAR_MAX_DEPTH) {
 		snprintf(c->err->detail, sizeof(c->err->detail),
 			 "%zu levels, at most %d", path_depth(path), TAR_MAX_DEPTH);
@@ -232,6 +236,9 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 		if (ret == -EINVAL)
 			return fail(c, -EBADMSG, "unsafe hard link target ('..')", raw);
 		target = ret ? NULL : llen ? sqw_tree_lookup(c->tree, ldir, lname, llen) : ldir;
+		if (!target && pack_filter_match_below(c->filter, clean_path(c, link), 0) > 0)
+			return fail(c, -EBADMSG, "hard link to an excluded member (its data went "
+				    "with it: exclude the link too, or keep the member)", raw);
 		if (!target)
 			return fail(c, -EBADMSG, "hard link to a missing member", raw);
 		sqw_node_get_attr(target, &ta);
@@ -306,11 +313,12 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 }
 
 int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
-	     int64_t default_mtime, FILE *warn, struct pack_err *err)
+	     int64_t default_mtime, const struct pack_filter *filter, FILE *warn,
+	     struct pack_err *err)
 {
 	struct tar_ctx c = {
 		.tree = tree, .sp = sp, .err = err, .warn = warn,
-		.keep_xattrs = keep_xattrs,
+		.keep_xattrs = keep_xattrs, .filter = filter,
 		.dir_attr = { .mode = S_IFDIR | 0755, .mtime = default_mtime },
 	};
 	struct archive *a = archive_read_new();

@@ -26,6 +26,7 @@ struct scan {
 	} *link_ids;
 	size_t nlink_ids, link_cap;
 	struct buf path;	/* relative path of the current entry */
+	dev_t root_dev;
 	unsigned depth;		/* its components */
 	char *target;		/* SQW_SYMLINK_MAX + 2 bytes: not on the stack of every level */
 	char *xbuf;
@@ -188,6 +189,8 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 	}
 	if (st.st_dev == s->ds->skip_dev && st.st_ino == s->ds->skip_ino)
 		goto out;	/* the image being written */
+	if (pack_filter_match(s->ds->filter, (char *)s->path.data, S_ISDIR(st.st_mode)))
+		goto out;	/* --exclude */
 	a = attr_of(&st);
 	if (nlen > SQW_NAME_MAX) {
 		ret = fail(s, -ENAMETOOLONG, "name longer than 256 bytes");
@@ -240,7 +243,8 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 		if (ret)
 			goto out;
 	}
-	if (S_ISDIR(st.st_mode)) {
+	/* --one-file-system: a mount point stays, empty (as mksquashfs does). */
+	if (S_ISDIR(st.st_mode) && !(s->ds->one_fs && st.st_dev != s->root_dev)) {
 		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		if (fd < 0) {
@@ -307,6 +311,7 @@ int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 	s.target = malloc(SQW_SYMLINK_MAX + 2);
 	if (!s.target)
 		return fail(&s, -ENOMEM, "allocating");
+	s.root_dev = st.st_dev;
 	a = attr_of(&st);
 	sqw_node_set_attr(sqw_tree_root(tree), &a);
 	ret = keep_xattrs ? read_xattrs(&s, ds->rootfd, ".", sqw_tree_root(tree)) : 0;

@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	memset(&perr, 0, sizeof(perr));
-	ret = tar_read(in_fd, tree, sp, 1, 1234567, NULL, &perr);
+	ret = tar_read(in_fd, tree, sp, 1, 1234567, NULL, NULL, &perr);
 	/*
 	 * A resource cap of the harness, not of sqfs-pack: sparse members of
 	 * up to 4 TiB are valid and take their time in blocks (4 KiB here);

@@ -52,6 +52,10 @@ static void usage(FILE *f)
 "      --all-time T         set every inode's mtime to T\n"
 "      --all-root           make root own everything\n"
 "      --force-uid U, --force-gid G   one owner/group for everything\n"
+"  -e, --exclude PATTERN    leave out what matches (a name at any depth, or\n"
+"                           a path from the top if it has a '/'; wildcards)\n"
+"      --exclude-from FILE  the same, one pattern a line\n"
+"  -x, --one-file-system    keep mount points below SRC_DIR, empty\n"
 "  -q, --quiet              no summary\n"
 "      --progress, --no-progress     progress bar (default: if stderr is a TTY)\n"
 "      --json               summary as one JSON object on stdout\n"
@@ -60,7 +64,13 @@ static void usage(FILE *f)
 		prog, prog);
 }
 
-enum { OPT_KEY = 256, OPT_TAR, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_JSON };
+enum { OPT_KEY = 256, OPT_TAR, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_JSON, OPT_EXCLUDE_FROM };
+
+/* What parse_args fills besides the image options. */
+struct pack_args {
+	int tar, one_fs;
+	struct pack_filter filter;
+};
 
 static const struct option longopts[] = {
 	{ "comp", required_argument, NULL, 'c' },
@@ -82,6 +92,9 @@ static const struct option longopts[] = {
 	{ "force-uid", required_argument, NULL, OPT_KEY },
 	{ "force-gid", required_argument, NULL, OPT_KEY },
 	{ "tar", no_argument, NULL, OPT_TAR },
+	{ "exclude", required_argument, NULL, 'e' },
+	{ "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM },
+	{ "one-file-system", no_argument, NULL, 'x' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
@@ -102,16 +115,36 @@ static int set_key(struct cli_opts *o, const char *name, const char *val)
 	return 0;
 }
 
-static int parse_args(int argc, char **argv, struct cli_opts *o, int *tar)
+static int add_exclude(struct pack_filter *f, const char *pattern, const char *file)
+{
+	size_t line = 0;
+	int ret = file ? pack_filter_add_file(f, file, &line) : pack_filter_add(f, pattern);
+
+	if (!ret)
+		return 0;
+	if (file && line)
+		fprintf(stderr, "%s: --exclude-from %s: line %zu: a pattern of only '/'\n",
+			prog, file, line);
+	else if (file)
+		fprintf(stderr, "%s: --exclude-from %s: %s\n", prog, file, strerror(-ret));
+	else if (ret == -EINVAL)
+		fprintf(stderr, "%s: --exclude '%s': give a name or path pattern\n", prog,
+			pattern);
+	else
+		fprintf(stderr, "%s: out of memory\n", prog);
+	return -1;
+}
+
+static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_args *pa)
 {
 	char msg[256];
-	int c, idx;
+	int c, idx, *tar = &pa->tar;
 
 	if (cli_opts_init(o, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
 		return -1;
 	}
-	while ((c = getopt_long(argc, argv, "c:b:j:qhV", longopts, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:b:j:e:xqhV", longopts, &idx)) != -1) {
 		switch (c) {
 		case 'c': if (set_key(o, "comp", optarg)) return -1; break;
 		case 'b': if (set_key(o, "block-size", optarg)) return -1; break;
@@ -121,6 +154,15 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, int *tar)
 				return -1;
 			break;
 		case OPT_TAR: *tar = 1; break;
+		case 'e':
+			if (add_exclude(&pa->filter, optarg, NULL))
+				return -1;
+			break;
+		case OPT_EXCLUDE_FROM:
+			if (add_exclude(&pa->filter, NULL, optarg))
+				return -1;
+			break;
+		case 'x': pa->one_fs = 1; break;
 		case 'q': o->quiet = 1; break;
 		case OPT_PROGRESS: o->progress = 1; break;
 		case OPT_NO_PROGRESS: o->progress = 0; break;
@@ -133,6 +175,11 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, int *tar)
 			fprintf(stderr, "Try '%s --help'.\n", prog);
 			return -1;
 		}
+	}
+	if (*tar && pa->one_fs) {
+		fprintf(stderr, "%s: --one-file-system is for a directory, not --tar\n"
+			"Try '%s --help'.\n", prog, prog);
+		return -1;
 	}
 	if (argc - optind != (*tar ? 1 : 2)) {
 		fprintf(stderr, "%s: expected %s\nTry '%s --help'.\n", prog,
@@ -179,10 +226,13 @@ int main(int argc, char **argv)
 	sqw_tree_t *tree = NULL;
 	const char *image;
 	void *ctx;
-	int tar = 0, ret, status = CLI_EXIT_FAIL;
+	struct pack_args pa = { 0 };
+	int ret, status = CLI_EXIT_FAIL;
 
-	if (parse_args(argc, argv, &o, &tar))
+	if (parse_args(argc, argv, &o, &pa)) {
+		pack_filter_free(&pa.filter);
 		return CLI_EXIT_USAGE;
+	}
 	image = argv[argc - 1];
 	raise_fd_limit();
 	tree = sqw_tree_create();
@@ -190,7 +240,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return CLI_EXIT_FAIL;
 	}
-	if (tar) {
+	if (pa.tar) {
 		char *copy = strdup(image);
 
 		/*
@@ -210,7 +260,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		if (tar_read(STDIN_FILENO, tree, sp, !(o.img.flags & SQW_OPT_NO_XATTRS),
-			     o.img.mkfs_time, stderr, &perr)) {
+			     o.img.mkfs_time, &pa.filter, stderr, &perr)) {
 			report_pack_err(&perr);
 			goto out;
 		}
@@ -224,6 +274,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: %s: %s\n", prog, argv[optind], strerror(-ret));
 			goto out;
 		}
+		ds.filter = &pa.filter;
+		ds.one_fs = pa.one_fs;
 		if (!stat(image, &ist)) {
 			ds.skip_dev = ist.st_dev;
 			ds.skip_ino = ist.st_ino;
@@ -262,7 +314,7 @@ int main(int argc, char **argv)
 		if (err.node)
 			sqw_node_path(err.node, path, sizeof(path));
 		fprintf(stderr, "%s: %s%s%s%s: %s\n", prog,
-			err.node && !tar ? argv[optind] : "", path,
+			err.node && !pa.tar ? argv[optind] : "", path,
 			err.node ? ": " : "", err.what ? err.what : "writing", strerror(-ret));
 		goto out;
 	}
@@ -282,5 +334,6 @@ out:
 	spool_destroy(sp);
 	if (ds.root)
 		dir_source_close(&ds);
+	pack_filter_free(&pa.filter);
 	return status;
 }

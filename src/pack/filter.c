@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * sqfs-pack --exclude: shell wildcards (fnmatch(3)) against paths relative
+ * to the source, as tar and rsync take them:
+ *  - a pattern without '/' is tried on every name, at any depth;
+ *  - one with '/' is anchored at the source's root ("/" and "./" in front
+ *    mean the same), and '*' does not cross a '/';
+ *  - a trailing '/' matches directories only.
+ * An excluded directory takes everything below it along.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pack/pack.h"
+#include "util/util.h"
+
+enum { PAT_ANCHORED = 1, PAT_DIR = 2 };
+
+int pack_filter_add(struct pack_filter *f, const char *pattern)
+{
+	const char *p = pattern;
+	size_t len;
+	char *copy;
+	int flags = 0;
+
+	while (*p == '/' || (p[0] == '.' && p[1] == '/')) {
+		p += *p == '/' ? 1 : 2;
+		flags |= PAT_ANCHORED;
+	}
+	len = strlen(p);
+	while (len && p[len - 1] == '/') {
+		len--;
+		flags |= PAT_DIR;
+	}
+	if (!len)
+		return -EINVAL;
+	if (memchr(p, '/', len))
+		flags |= PAT_ANCHORED;
+	if (array_reserve((void **)&f->pat, &f->cap, f->n + 1, sizeof(*f->pat)))
+		return -ENOMEM;
+	copy = strndup(p, len);
+	if (!copy)
+		return -ENOMEM;
+	f->pat[f->n].glob = copy;
+	f->pat[f->n].flags = flags;
+	f->n++;
+	return 0;
+}
+
+int pack_filter_add_file(struct pack_filter *f, const char *path, size_t *bad_line)
+{
+	FILE *in = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0, no = 0;
+	ssize_t len;
+	int ret = 0;
+
+	*bad_line = 0;
+	if (!in)
+		return -errno;
+	while (!ret && (len = getline(&line, &cap, in)) >= 0) {
+		no++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (!len || line[0] == '#')
+			continue;
+		ret = pack_filter_add(f, line);
+		if (ret == -EINVAL)
+			*bad_line = no;
+	}
+	if (!ret && ferror(in))
+		ret = -EIO;
+	free(line);
+	fclose(in);
+	return ret;
+}
+
+void pack_filter_free(struct pack_filter *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		free(f->pat[i].glob);
+	free(f->pat);
+	memset(f, 0, sizeof(*f));
+}
+
+int pack_filter_match(const struct pack_filter *f, const char *path, int is_dir)
+{
+	const char *name = strrchr(path, '/');
+
+	name = name ? name + 1 : path;
+	for (size_t i = 0; f && i < f->n; i++) {
+		const struct pack_pattern *p = &f->pat[i];
+
+		if ((p->flags & PAT_DIR) && !is_dir)
+			continue;
+		if (!fnmatch(p->glob, p->flags & PAT_ANCHORED ? path : name, FNM_PATHNAME))
+			return 1;
+	}
+	return 0;
+}
+
+int pack_filter_match_below(const struct pack_filter *f, const char *path, int is_dir)
+{
+	char *copy, *slash;
+	int hit = 0;
+
+	if (!f || !f->n)
+		return 0;
+	copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	for (slash = strchr(copy, '/'); slash && !hit; slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		hit = *copy && pack_filter_match(f, copy, 1);
+		*slash = '/';
+	}
+	if (!hit) {
+		size_t len = strlen(copy);
+
+		/* "dir/" names a directory, whatever its type says. */
+		while (len && copy[len - 1] == '/') {
+			copy[--len] = '\0';
+			is_dir = 1;
+		}
+		hit = len && pack_filter_match(f, copy, is_dir);
+	}
+	free(copy);
+	return hit;
+}
