@@ -99,6 +99,7 @@ struct sqw_stats {
 	uint64_t fragments, raw_blocks, blocks;
 	uint64_t stored_blocks;		/* taken as the source stored them */
 	uint64_t stored_frags;		/* fragment blocks, the same way */
+	uint64_t clamped_times;		/* mtimes outside 1970..2106, clamped */
 	uint32_t ids;
 	/* progress: bytes of file data consumed so far */
 	uint64_t progress_bytes;

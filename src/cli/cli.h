@@ -48,6 +48,10 @@ struct cli_report {
 void cli_report_start(struct cli_report *r, const struct cli_opts *o,
 		      const char *image, uint64_t total_bytes);
 void cli_report_progress(void *arg, const struct sqw_stats *st);
+/* Warnings about the image written (to stderr, whatever --quiet says). */
+#define CLI_CLAMPED_TIMES_WARNING \
+	"modification time(s) outside 1970-01-01..2106-02-07 clamped to that " \
+	"range (SquashFS keeps 32-bit seconds)"
 void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 			FILE *out);
 

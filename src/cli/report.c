@@ -82,7 +82,7 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 		"\"duplicate_bytes\": %llu, \"duplicate_tails\": %llu, "
 		"\"sparse_bytes\": %llu, \"ids\": %u, \"xattr_sets\": %llu, "
 		"\"blocks\": %llu, \"stored_blocks\": %llu, \"stored_fragments\": %llu, "
-		"\"seconds\": %.3f}\n",
+		"\"clamped_times\": %llu, \"seconds\": %.3f}\n",
 		sqw_comp_name(img->comp.id), img->comp.level, img->comp.block_size,
 		(unsigned long long)st->inodes, (unsigned long long)st->files,
 		(unsigned long long)st->dirs, (unsigned long long)st->symlinks,
@@ -94,7 +94,8 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 		(unsigned long long)st->sparse_bytes, st->ids,
 		(unsigned long long)st->xattr_sets, (unsigned long long)st->blocks,
 		(unsigned long long)st->stored_blocks,
-		(unsigned long long)st->stored_frags, secs);
+		(unsigned long long)st->stored_frags,
+		(unsigned long long)st->clamped_times, secs);
 }
 
 void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,

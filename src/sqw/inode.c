@@ -10,13 +10,16 @@ enum {
 	INO_EXT = 7,		/* basic type + 7 = extended type */
 };
 
+/* SquashFS keeps unsigned 32-bit seconds: clamped, as Linux clamps to a
+ * file system's range, and counted for the summary's warning. */
 static uint32_t node_mtime(const struct writer *w, const struct sqw_attr *a)
 {
 	int64_t t = w->opts->all_time >= 0 ? w->opts->all_time : a->mtime;
 
-	if (t < 0)
-		return 0;
-	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+	if (t >= 0 && t <= UINT32_MAX)
+		return (uint32_t)t;
+	w->st->clamped_times++;
+	return t < 0 ? 0 : UINT32_MAX;
 }
 
 static int basic_type(uint32_t mode)

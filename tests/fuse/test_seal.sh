@@ -214,4 +214,17 @@ done
 "$SEAL" --quiet "$M" || fail "seal of the mount holding p.sqfs"
 wait_daemon 0
 
+# --- a time SquashFS cannot hold: clamped, and sqfs-seal warns ---
+stage_mount "$WORK/times.sqfs" "$M"
+touch -d 1960-01-01 "$M/old"
+touch "$M/now"
+if out=$("$SEAL" --json "$M" 2>"$WORK/err"); then
+	grep -q '"clamped_times": 1' <<<"$out" && grep -q "warning: .*: 1 modification time(s) outside" "$WORK/err" &&
+		ok "seal: clamped time counted and warned: $(cat "$WORK/err")" ||
+		fail "seal of a 1960 mtime: $out / $(cat "$WORK/err")"
+else
+	fail "seal of a 1960 mtime: $(cat "$WORK/err")"
+fi
+wait_daemon 0
+
 finish

@@ -6,7 +6,8 @@
 # never crash, never leave a partial image or a temporary file, and never
 # touch an existing image.  Signals during packing
 # leave no partial image (SIGINT/SIGTERM/SIGHUP: no temp file either; SIGKILL:
-# a temp file may remain, the target is unchanged).
+# the image was an unnamed file, nothing remains, the target is unchanged).
+# Modification times SquashFS cannot hold are clamped with a warning.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -240,6 +241,25 @@ expect_rc 1 "4097 levels" && expect_msg "nested more than 4096 levels deep" "409
 	log "ok: [4097 levels] ${ERR: -120}"
 nothing_left "$S/out" "4097 levels"
 rm -rf -- "$S/deep2k" "$S/deep4k" "$S/deep4k1"
+
+# --- times outside 1970..2106 ---------------------------------------------------------
+section "times SquashFS cannot hold"
+mkdir -p "$S/times"
+touch -d 1960-01-01 "$S/times/old"
+touch -d 2200-01-01 "$S/times/new"
+touch -d @4294967295 "$S/times/last"
+touch -d @0 "$S/times/first" "$S/times"
+run "$SQFS_PACK" -q -c lz4 "$S/times" "$S/out/times.sqfs"
+expect_rc 0 "times" && expect_msg "warning: 2 modification time\\(s\\) outside 1970-01-01\\.\\.2106-02-07 clamped" "times" &&
+	log "ok: [times] ${ERR: -120}"
+for f in old:0 new:4294967295 last:4294967295 first:0; do
+	got=$(rdsquashfs -s "/${f%%:*}" "$S/out/times.sqfs" | sed -n 's/^Last modified:.*(\(.*\))$/\1/p')
+	[[ $got == "${f#*:}" ]] || fail "[times] ${f%%:*}: stored $got, expected ${f#*:}"
+done
+run "$SQFS_PACK" -q -c lz4 --all-time 5 "$S/times" "$S/out/times5.sqfs"
+expect_rc 0 "all-time" && [[ $ERR != *clamped* ]] && log "ok: [times] --all-time: no warning" ||
+	fail "[times] --all-time: $ERR"
+rm -rf -- "$S/times" "$S/out/times.sqfs" "$S/out/times5.sqfs"
 
 # --- signals ------------------------------------------------------------------------
 section "signals during packing"

@@ -326,6 +326,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	cli_report_summary(&rep, &st, stdout);
+	if (st.clamped_times)
+		fprintf(stderr, "%s: warning: %llu " CLI_CLAMPED_TIMES_WARNING "\n", prog,
+			(unsigned long long)st.clamped_times);
 	status = CLI_EXIT_OK;
 out:
 	tmp_path = NULL;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "config.h"
 
 #define SEAL_XATTR "user.sqfs-stage.seal"
@@ -143,7 +144,7 @@ int main(int argc, char **argv)
 	};
 	int c, keep = 0, json = 0, quiet = 0;
 	const char *mnt;
-	char *buf, *pid;
+	char *buf, *pid, *clamped;
 	ssize_t len;
 
 	while ((c = getopt_long(argc, argv, "kqhV", longopts, NULL)) != -1) {
@@ -190,6 +191,11 @@ int main(int argc, char **argv)
 	else if (!quiet)
 		print_human(buf);
 	fflush(stdout);
+	clamped = field(buf, "clamped_times");
+	if (clamped && strcmp(clamped, "0"))
+		fprintf(stderr, "%s: warning: %s: %s " CLI_CLAMPED_TIMES_WARNING "\n", prog, mnt,
+			clamped);
+	free(clamped);
 	pid = field(buf, "pid");
 	free(buf);
 	if (!keep) {
