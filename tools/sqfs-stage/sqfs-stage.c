@@ -27,7 +27,7 @@ struct parse {
 	struct stage *s;
 	char *image, *mnt, *spool, *recover;
 	int nonopts, allow_other, help, version, bad;
-	struct spoolopts kept;	/* the -o options, for SPOOL/options */
+	struct spoolopts kept;	/* the image's -o options, for SPOOL/options */
 };
 
 static void usage(FILE *f)
@@ -452,6 +452,13 @@ static char **recover_args(int *argc, char **argv)
 	return out;
 }
 
+static void quiet_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	(void)fmt;
+	(void)ap;
+}
+
 static int find_recover(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	char **spool = data;
@@ -474,7 +481,10 @@ static int recover_options(int *argc, char ***av)
 	char *spool = NULL, *shown = NULL, **kept = NULL, **out;
 	int n = 0, i, ret;
 
+	/* Quietly: the parse that follows reports what is wrong. */
+	fuse_set_log_func(quiet_log);
 	(void)fuse_opt_parse(&pre, &spool, NULL, find_recover);
+	fuse_set_log_func(NULL);
 	fuse_opt_free_args(&pre);
 	if (!spool)
 		return 0;
