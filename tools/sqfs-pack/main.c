@@ -20,11 +20,18 @@ static char *volatile tmp_path;
 
 static void on_signal(int sig)
 {
-	/* Never leave a partial image behind: only the temp file exists. */
+	int e = errno;
+
+	/*
+	 * Never leave a partial image behind: only the temp file exists, if it
+	 * has a name at all (an O_TMPFILE image goes with the process).  The
+	 * signal comes again once this returns, as it was blocked meanwhile.
+	 */
 	if (tmp_path)
 		unlink(tmp_path);
 	signal(sig, SIG_DFL);
 	raise(sig);
+	errno = e;
 }
 
 static void usage(FILE *f)
