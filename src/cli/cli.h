@@ -73,5 +73,7 @@ double cli_now(void);
 int cli_parse_size(const char *s, uint64_t *out);
 /* A decimal number up to max, digits only. */
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *out);
+/* A uid or gid: a number below 2^32 - 1, or a user or group name. */
+int cli_parse_id(const char *s, int is_group, int64_t *out);
 
 #endif

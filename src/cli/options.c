@@ -70,7 +70,7 @@ static int parse_time(const char *s, int64_t *out)
 	return 0;
 }
 
-static int parse_id(const char *s, int is_group, int64_t *out)
+int cli_parse_id(const char *s, int is_group, int64_t *out)
 {
 	uint64_t v;
 
@@ -191,10 +191,10 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 			BAD("%s '%s': give seconds since 1970 (0..4294967295) or 'now'", name, val);
 		o->img.all_time = t;
 	} else if (!strcmp(key, "force_uid")) {
-		if (parse_id(val, 0, &o->img.force_uid))
+		if (cli_parse_id(val, 0, &o->img.force_uid))
 			BAD("%s '%s': not a uid or user name", name, val);
 	} else if (!strcmp(key, "force_gid")) {
-		if (parse_id(val, 1, &o->img.force_gid))
+		if (cli_parse_id(val, 1, &o->img.force_gid))
 			BAD("%s '%s': not a gid or group name", name, val);
 	} else {
 		return 1;

@@ -36,6 +36,32 @@ int pack_filter_match(const struct pack_filter *f, const char *path, int is_dir)
 /* The same for path or any directory above it (tar members); -ENOMEM. */
 int pack_filter_match_below(const struct pack_filter *f, const char *path, int is_dir);
 
+/* --- --pseudo definitions (pseudo.c) --- */
+struct pack_pseudo_def {
+	char *path, *target;	/* target: of a symlink */
+	char *def, *where;	/* as given, and FILE:LINE or NULL, for messages */
+	char type;		/* d m b c s, p (FIFO) S (socket) */
+	uint32_t mode, uid, gid;
+	uint64_t rdev;
+};
+struct pack_pseudo {
+	struct pack_pseudo_def *d;
+	size_t n, cap;
+};
+
+/* Parse one definition (-EINVAL with msg saying what is wrong). */
+int pack_pseudo_add(struct pack_pseudo *ps, const char *def, const char *where,
+		    char *msg, size_t msglen);
+/* One definition a line; blank lines and lines starting with '#' skipped. */
+int pack_pseudo_add_file(struct pack_pseudo *ps, const char *file, char *msg, size_t msglen);
+void pack_pseudo_free(struct pack_pseudo *ps);
+/*
+ * Apply them in order to a filled tree; new entries get mtime.  One naming
+ * an existing entry (but type m) is ignored with a warning, as mksquashfs does.
+ */
+int pack_pseudo_apply(const struct pack_pseudo *ps, sqw_tree_t *tree, int64_t mtime,
+		      FILE *warn, struct pack_err *err);
+
 /* --- directory input --- */
 struct dir_source {
 	int rootfd;

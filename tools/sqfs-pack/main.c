@@ -63,6 +63,11 @@ static void usage(FILE *f)
 "                           a path from the top if it has a '/'; wildcards)\n"
 "      --exclude-from FILE  the same, one pattern a line\n"
 "  -x, --one-file-system    keep mount points below SRC_DIR, empty\n"
+"  -p, --pseudo DEF         add or change an entry, as mksquashfs -p:\n"
+"                           'PATH d|m MODE UID GID', 'PATH b|c MODE UID GID\n"
+"                           MAJOR MINOR', 'PATH i MODE UID GID f|s',\n"
+"                           'PATH s MODE UID GID TARGET'\n"
+"      --pseudo-file FILE   the same, one definition a line\n"
 "  -q, --quiet              no summary\n"
 "      --progress, --no-progress     progress bar (default: if stderr is a TTY)\n"
 "      --json               summary as one JSON object on stdout\n"
@@ -71,12 +76,16 @@ static void usage(FILE *f)
 		prog, prog);
 }
 
-enum { OPT_KEY = 256, OPT_TAR, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_JSON, OPT_EXCLUDE_FROM };
+enum {
+	OPT_KEY = 256, OPT_TAR, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_JSON, OPT_EXCLUDE_FROM,
+	OPT_PSEUDO_FILE
+};
 
 /* What parse_args fills besides the image options. */
 struct pack_args {
 	int tar, one_fs;
 	struct pack_filter filter;
+	struct pack_pseudo pseudo;
 };
 
 static const struct option longopts[] = {
@@ -102,6 +111,8 @@ static const struct option longopts[] = {
 	{ "exclude", required_argument, NULL, 'e' },
 	{ "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM },
 	{ "one-file-system", no_argument, NULL, 'x' },
+	{ "pseudo", required_argument, NULL, 'p' },
+	{ "pseudo-file", required_argument, NULL, OPT_PSEUDO_FILE },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
@@ -142,6 +153,21 @@ static int add_exclude(struct pack_filter *f, const char *pattern, const char *f
 	return -1;
 }
 
+static int add_pseudo(struct pack_pseudo *ps, const char *def, const char *file)
+{
+	char msg[512];
+	int ret = file ? pack_pseudo_add_file(ps, file, msg, sizeof(msg)) :
+			 pack_pseudo_add(ps, def, NULL, msg, sizeof(msg));
+
+	if (ret == -ENOMEM)
+		fprintf(stderr, "%s: out of memory\n", prog);
+	else if (ret && file)
+		fprintf(stderr, "%s: --pseudo-file %s: %s\n", prog, file, msg);
+	else if (ret)
+		fprintf(stderr, "%s: --pseudo '%s': %s\n", prog, def, msg);
+	return ret ? -1 : 0;
+}
+
 static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_args *pa)
 {
 	char msg[256];
@@ -151,7 +177,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 		fprintf(stderr, "%s: %s\n", prog, msg);
 		return -1;
 	}
-	while ((c = getopt_long(argc, argv, "c:b:j:e:xqhV", longopts, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:b:j:e:xp:qhV", longopts, &idx)) != -1) {
 		switch (c) {
 		case 'c': if (set_key(o, "comp", optarg)) return -1; break;
 		case 'b': if (set_key(o, "block-size", optarg)) return -1; break;
@@ -170,6 +196,14 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 				return -1;
 			break;
 		case 'x': pa->one_fs = 1; break;
+		case 'p':
+			if (add_pseudo(&pa->pseudo, optarg, NULL))
+				return -1;
+			break;
+		case OPT_PSEUDO_FILE:
+			if (add_pseudo(&pa->pseudo, NULL, optarg))
+				return -1;
+			break;
 		case 'q': o->quiet = 1; break;
 		case OPT_PROGRESS: o->progress = 1; break;
 		case OPT_NO_PROGRESS: o->progress = 0; break;
@@ -238,6 +272,7 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &o, &pa)) {
 		pack_filter_free(&pa.filter);
+		pack_pseudo_free(&pa.pseudo);
 		return CLI_EXIT_USAGE;
 	}
 	image = argv[argc - 1];
@@ -296,6 +331,11 @@ int main(int argc, char **argv)
 		ctx = &ds;
 	}
 
+	if (pack_pseudo_apply(&pa.pseudo, tree, o.img.mkfs_time, stderr, &perr)) {
+		report_pack_err(&perr);
+		goto out;
+	}
+
 	ret = cli_publish_open(&pub, image);
 	if (ret) {
 		fprintf(stderr, "%s: %s: cannot create the image: %s\n", prog, image,
@@ -345,5 +385,6 @@ out:
 	if (ds.root)
 		dir_source_close(&ds);
 	pack_filter_free(&pa.filter);
+	pack_pseudo_free(&pa.pseudo);
 	return status;
 }

@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * sqfs-pack --pseudo: entries that are not in the input, in mksquashfs's
+ * pseudo definition syntax, so that device nodes and owners need no root:
+ *
+ *   PATH d MODE UID GID                  a directory
+ *   PATH m MODE UID GID                  an existing entry's attributes
+ *   PATH b|c MODE UID GID MAJOR MINOR    a block or character device
+ *   PATH i MODE UID GID f|s              a FIFO or a socket
+ *   PATH s MODE UID GID TARGET           a symbolic link
+ *
+ * PATH is relative to the image root ("/" in front is fine); a space in it
+ * is escaped with '\' or the whole of it put in double quotes.  MODE is
+ * octal permission bits, UID and GID numbers or names.  New entries take
+ * the image's mkfs time.  mksquashfs's 'f' (a file from a command's output)
+ * is refused: the image would depend on more than the tree and options.
+ * Definitions apply in order, after the input is read: a parent must exist
+ * or be defined earlier.  As in mksquashfs, one that names an entry of the
+ * input is ignored with a warning (exclude the entry to replace it).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "cli/cli.h"
+#include "pack/pack.h"
+#include "util/util.h"
+
+#define PSEUDO_FIELDS 8
+
+/* Split line into at most max fields; PATH may be quoted or escaped. */
+static int split(char *line, char **f, int max)
+{
+	char *p = line, *out;
+	int n = 0;
+
+	while (*p) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			break;
+		if (n == max)
+			return -1;
+		f[n] = out = p;
+		if (n == 0 && *p == '"') {
+			for (p++; *p && *p != '"'; p++)
+				*out++ = *p == '\\' && p[1] ? *++p : *p;
+			if (*p != '"')
+				return -1;
+			p++;
+		} else {
+			for (; *p && *p != ' ' && *p != '\t'; p++)
+				*out++ = n == 0 && *p == '\\' && p[1] ? *++p : *p;
+		}
+		if (*p)
+			p++;
+		*out = '\0';
+		n++;
+	}
+	return n;
+}
+
+static int bad(char *msg, size_t len, const char *what)
+{
+	snprintf(msg, len, "%s", what);
+	return -EINVAL;
+}
+
+int pack_pseudo_add(struct pack_pseudo *ps, const char *def, const char *where,
+		    char *msg, size_t msglen)
+{
+	char *line = strdup(def), *f[PSEUDO_FIELDS], *end;
+	struct pack_pseudo_def d = { 0 };
+	int n, ret = -EINVAL;
+	unsigned long v;
+	int64_t id;
+
+	if (!line)
+		return -ENOMEM;
+	n = split(line, f, PSEUDO_FIELDS);
+	if (n < 2) {
+		ret = bad(msg, msglen, "give PATH TYPE MODE UID GID ...");
+		goto out;
+	}
+	d.type = f[1][0];
+	if (strlen(f[1]) != 1 || !strchr("dmbcis", d.type)) {
+		ret = bad(msg, msglen, d.type == 'f' && !f[1][1] ?
+			  "type 'f' (a file made by a command) is not supported" :
+			  "type must be one of d, m, b, c, i, s");
+		goto out;
+	}
+	if (n != (d.type == 'b' || d.type == 'c' ? 7 : d.type == 'i' || d.type == 's' ? 6 : 5)) {
+		ret = bad(msg, msglen, d.type == 'b' || d.type == 'c' ?
+			  "give PATH b|c MODE UID GID MAJOR MINOR" :
+			  d.type == 'i' ? "give PATH i MODE UID GID f|s" :
+			  d.type == 's' ? "give PATH s MODE UID GID TARGET" :
+			  "give PATH d|m MODE UID GID");
+		goto out;
+	}
+	errno = 0;
+	v = strtoul(f[2], &end, 8);
+	if (errno || *end || !*f[2] || v > 07777 || f[2][0] == '-') {
+		ret = bad(msg, msglen, "MODE must be octal permission bits, 0 to 7777");
+		goto out;
+	}
+	d.mode = (uint32_t)v;
+	if (cli_parse_id(f[3], 0, &id)) {
+		ret = bad(msg, msglen, "UID is not a uid or user name");
+		goto out;
+	}
+	d.uid = (uint32_t)id;
+	if (cli_parse_id(f[4], 1, &id)) {
+		ret = bad(msg, msglen, "GID is not a gid or group name");
+		goto out;
+	}
+	d.gid = (uint32_t)id;
+	if (d.type == 'b' || d.type == 'c') {
+		uint64_t maj, min;
+
+		/* What the kernel can decode: 12-bit major, 20-bit minor. */
+		if (cli_parse_u64(f[5], 4095, &maj) || cli_parse_u64(f[6], 1048575, &min)) {
+			ret = bad(msg, msglen, "MAJOR must be 0 to 4095 and MINOR 0 to 1048575");
+			goto out;
+		}
+		d.rdev = makedev((unsigned)maj, (unsigned)min);
+	}
+	if (d.type == 'i' && strcmp(f[5], "f") && strcmp(f[5], "s")) {
+		ret = bad(msg, msglen, "type i takes f (a FIFO) or s (a socket)");
+		goto out;
+	}
+	if (d.type == 'i')
+		d.type = f[5][0] == 'f' ? 'p' : 'S';
+	if (d.type == 's' && strlen(f[5]) > SQW_SYMLINK_MAX) {
+		ret = bad(msg, msglen, "the symlink target is longer than 4095 bytes");
+		goto out;
+	}
+	d.path = strdup(f[0]);
+	d.target = d.type == 's' ? strdup(f[5]) : NULL;
+	d.def = strdup(def);
+	d.where = where ? strdup(where) : NULL;
+	ret = -ENOMEM;
+	if (!d.path || !d.def || (d.type == 's' && !d.target) || (where && !d.where) ||
+	    array_reserve((void **)&ps->d, &ps->cap, ps->n + 1, sizeof(*ps->d)))
+		goto out;
+	ps->d[ps->n++] = d;
+	memset(&d, 0, sizeof(d));
+	ret = 0;
+out:
+	free(d.path);
+	free(d.target);
+	free(d.def);
+	free(d.where);
+	free(line);
+	return ret;
+}
+
+int pack_pseudo_add_file(struct pack_pseudo *ps, const char *file, char *msg, size_t msglen)
+{
+	FILE *in = fopen(file, "re");
+	char *line = NULL, where[64 + 4096];
+	size_t cap = 0, no = 0;
+	ssize_t len;
+	int ret = 0;
+
+	if (!in) {
+		ret = -errno;
+		snprintf(msg, msglen, "%s", strerror(-ret));
+		return ret;
+	}
+	while (!ret && (len = getline(&line, &cap, in)) >= 0) {
+		char *p = line;
+
+		no++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p || *p == '#')
+			continue;
+		snprintf(where, sizeof(where), "%s:%zu", file, no);
+		ret = pack_pseudo_add(ps, p, where, msg, msglen);
+		if (ret == -EINVAL) {
+			char m[256];
+
+			snprintf(m, sizeof(m), "line %zu: %s", no, msg);
+			snprintf(msg, msglen, "%s", m);
+		}
+	}
+	if (!ret && ferror(in)) {
+		ret = -EIO;
+		snprintf(msg, msglen, "%s", strerror(EIO));
+	}
+	free(line);
+	fclose(in);
+	return ret;
+}
+
+void pack_pseudo_free(struct pack_pseudo *ps)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		free(ps->d[i].path);
+		free(ps->d[i].target);
+		free(ps->d[i].def);
+		free(ps->d[i].where);
+	}
+	free(ps->d);
+	memset(ps, 0, sizeof(*ps));
+}
+
+static int pfail(struct pack_err *err, const struct pack_pseudo_def *d, int code,
+		 const char *what)
+{
+	err->code = code;
+	err->what = what;
+	snprintf(err->path, sizeof(err->path), "pseudo definition '%s'%s%s%s", d->def,
+		 d->where ? " (" : "", d->where ? d->where : "", d->where ? ")" : "");
+	return code;
+}
+
+static int apply_one(sqw_tree_t *tree, const struct pack_pseudo_def *d, int64_t mtime,
+		     FILE *warn, struct pack_err *err)
+{
+	static const struct { char type; uint32_t fmt; } fmts[] = {
+		{ 'd', S_IFDIR }, { 'b', S_IFBLK }, { 'c', S_IFCHR }, { 'p', S_IFIFO },
+		{ 'S', S_IFSOCK }, { 's', S_IFLNK },
+	};
+	struct sqw_attr a = { .uid = d->uid, .gid = d->gid, .mtime = mtime, .rdev = d->rdev };
+	sqw_node_t *dir, *node;
+	const char *name;
+	size_t len, i;
+	int ret;
+
+	ret = sqw_tree_walk(tree, d->path, 0, NULL, &dir, &name, &len);
+	if (ret)
+		return pfail(err, d, ret, ret == -EINVAL ? "'..' in the path" :
+			     ret == -ENOENT ? "a parent directory is missing (define it first)" :
+			     "a parent is not a directory");
+	node = len ? sqw_tree_lookup(tree, dir, name, len) : dir;
+	if (d->type == 'm') {
+		if (!node)
+			return pfail(err, d, -ENOENT, "no such entry to modify");
+		sqw_node_get_attr(node, &a);
+		a.mode = (a.mode & S_IFMT) | d->mode;
+		a.uid = d->uid;
+		a.gid = d->gid;
+		sqw_node_set_attr(node, &a);
+		return 0;
+	}
+	if (node) {
+		if (warn)
+			fprintf(warn, "warning: pseudo definition '%s'%s%s%s: the entry exists "
+				"in the input; ignored (exclude it with -e to replace it, or "
+				"change it with type m)\n", d->def, d->where ? " (" : "",
+				d->where ? d->where : "", d->where ? ")" : "");
+		return 0;
+	}
+	for (i = 0; fmts[i].type != d->type; i++)
+		;
+	a.mode = fmts[i].fmt | d->mode;
+	ret = sqw_tree_add(tree, dir, name, len, &a, d->target, &node);
+	return ret ? pfail(err, d, ret, "adding") : 0;
+}
+
+int pack_pseudo_apply(const struct pack_pseudo *ps, sqw_tree_t *tree, int64_t mtime,
+		      FILE *warn, struct pack_err *err)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		int ret = apply_one(tree, &ps->d[i], mtime, warn, err);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
