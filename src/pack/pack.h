@@ -55,6 +55,10 @@ int pack_pseudo_add(struct pack_pseudo *ps, const char *def, const char *where,
 /* One definition a line; blank lines and lines starting with '#' skipped. */
 int pack_pseudo_add_file(struct pack_pseudo *ps, const char *file, char *msg, size_t msglen);
 void pack_pseudo_free(struct pack_pseudo *ps);
+/* "pseudo definition 'DEF' (FILE:LINE)", for messages. */
+void pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size);
+/* The S_IFMT type and permission bits of what d makes. */
+uint32_t pack_pseudo_mode(const struct pack_pseudo_def *d);
 /*
  * Apply them in order to a filled tree; new entries get mtime.  One naming
  * an existing entry (but type m) is ignored with a warning, as mksquashfs does.

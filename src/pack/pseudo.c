@@ -210,27 +210,42 @@ void pack_pseudo_free(struct pack_pseudo *ps)
 	memset(ps, 0, sizeof(*ps));
 }
 
+void pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size)
+{
+	snprintf(buf, size, "pseudo definition '%s'%s%s%s", d->def, d->where ? " (" : "",
+		 d->where ? d->where : "", d->where ? ")" : "");
+}
+
+uint32_t pack_pseudo_mode(const struct pack_pseudo_def *d)
+{
+	static const struct { char type; uint32_t fmt; } fmts[] = {
+		{ 'd', S_IFDIR }, { 'b', S_IFBLK }, { 'c', S_IFCHR }, { 'p', S_IFIFO },
+		{ 'S', S_IFSOCK }, { 's', S_IFLNK },
+	};
+
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++)
+		if (fmts[i].type == d->type)
+			return fmts[i].fmt | d->mode;
+	return d->mode;		/* 'm': the permission bits only */
+}
+
 static int pfail(struct pack_err *err, const struct pack_pseudo_def *d, int code,
 		 const char *what)
 {
 	err->code = code;
 	err->what = what;
-	snprintf(err->path, sizeof(err->path), "pseudo definition '%s'%s%s%s", d->def,
-		 d->where ? " (" : "", d->where ? d->where : "", d->where ? ")" : "");
+	pack_pseudo_name(d, err->path, sizeof(err->path));
 	return code;
 }
 
 static int apply_one(sqw_tree_t *tree, const struct pack_pseudo_def *d, int64_t mtime,
 		     FILE *warn, struct pack_err *err)
 {
-	static const struct { char type; uint32_t fmt; } fmts[] = {
-		{ 'd', S_IFDIR }, { 'b', S_IFBLK }, { 'c', S_IFCHR }, { 'p', S_IFIFO },
-		{ 'S', S_IFSOCK }, { 's', S_IFLNK },
-	};
 	struct sqw_attr a = { .uid = d->uid, .gid = d->gid, .mtime = mtime, .rdev = d->rdev };
 	sqw_node_t *dir, *node;
 	const char *name;
-	size_t len, i;
+	char what[4400];
+	size_t len;
 	int ret;
 
 	ret = sqw_tree_walk(tree, d->path, 0, NULL, &dir, &name, &len);
@@ -250,16 +265,14 @@ static int apply_one(sqw_tree_t *tree, const struct pack_pseudo_def *d, int64_t 
 		return 0;
 	}
 	if (node) {
+		pack_pseudo_name(d, what, sizeof(what));
 		if (warn)
-			fprintf(warn, "warning: pseudo definition '%s'%s%s%s: the entry exists "
-				"in the input; ignored (exclude it with -e to replace it, or "
-				"change it with type m)\n", d->def, d->where ? " (" : "",
-				d->where ? d->where : "", d->where ? ")" : "");
+			fprintf(warn, "warning: %s: the entry exists in the input; ignored "
+				"(exclude it with -e to replace it, or change it with type m)\n",
+				what);
 		return 0;
 	}
-	for (i = 0; fmts[i].type != d->type; i++)
-		;
-	a.mode = fmts[i].fmt | d->mode;
+	a.mode = pack_pseudo_mode(d);
 	ret = sqw_tree_add(tree, dir, name, len, &a, d->target, &node);
 	return ret ? pfail(err, d, ret, "adding") : 0;
 }

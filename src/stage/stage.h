@@ -20,6 +20,7 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -423,6 +424,14 @@ int stage_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
  * malloc'ed message.
  */
 int stage_seal(struct stage *s, char **out);
+
+/*
+ * pseudo.c: -o pseudo_file definitions into the tree, before the mount;
+ * warnings to warn, and msg says why one did not fit.
+ */
+struct pack_pseudo;
+int stage_pseudo_apply(struct stage *s, const struct pack_pseudo *ps, FILE *warn,
+		       char *msg, size_t msglen);
 /* Remove the spool directory and everything in it. */
 void stage_remove_spool(struct stage *s);
 

@@ -5,7 +5,10 @@
 # sqfs-seal --keep and a reseal with later changes, sealing by unmount, a
 # daemonised mount sealed by sqfs-seal, a daemon its parent does not reap,
 # seal failures (a file open for writing, staged data missing from the
-# spool, the image path taken by a directory, ENOSPC) with their messages.
+# spool, the image path taken by a directory, ENOSPC) with their messages,
+# images into a directory without O_TMPFILE, clamped times, and -o
+# pseudo_file (device nodes the daemon makes itself; equal to sqfs-pack
+# --pseudo-file; a bad or unfit file refused at start-up).
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -226,5 +229,35 @@ else
 	fail "seal of a 1960 mtime: $(cat "$WORK/err")"
 fi
 wait_daemon 0
+
+# --- -o pseudo_file: entries the daemon makes itself (device nodes too) ---
+printf '%s\n' '# the usual few' 'dev d 755 0 0' 'dev/null c 666 0 0 1 3' \
+	'dev/console c 600 0 5 5 1' 'run d 755 0 0' 'run/initctl i 600 0 0 f' \
+	'lib s 777 0 0 usr/lib' '/ m 750 0 0' >"$WORK/pseudo.txt"
+stage_mount "$WORK/pseudo.sqfs" "$M" -o pseudo_file="$WORK/pseudo.txt",mkfs_time=1700000000
+if [[ $(stat -c '%F %t:%T %a %u:%g %Y' "$M/dev/null") == "character special file 1:3 666 0:0 1700000000" &&
+	$(stat -c '%F %a %g' "$M/dev/console") == "character special file 600 5" &&
+	$(stat -c '%F' "$M/run/initctl") == fifo && $(readlink "$M/lib") == usr/lib &&
+	$(stat -c '%a' "$M") == 750 ]]; then
+	ok "pseudo_file: the entries are in the mount"
+else
+	fail "pseudo_file: $(ls -lR "$M" 2>&1 | tr '\n' ' ')"
+fi
+printf 'hello\n' >"$M/hello"
+mkdir -p "$WORK/psrc2"
+printf 'hello\n' >"$WORK/psrc2/hello"
+chmod 750 "$WORK/psrc2"
+touch -d @1650000000 "$M/hello" "$M" "$WORK/psrc2/hello" "$WORK/psrc2"
+"$SEAL" --quiet "$M" || fail "seal with pseudo entries"
+wait_daemon 0
+"$PACK" -q --mkfs-time 1700000000 --pseudo-file "$WORK/pseudo.txt" "$WORK/psrc2" "$WORK/pseudo-ref.sqfs"
+cmp -s "$WORK/pseudo.sqfs" "$WORK/pseudo-ref.sqfs" && ok "pseudo_file: image equals sqfs-pack --pseudo-file" ||
+	fail "pseudo_file: image differs from sqfs-pack --pseudo-file"
+printf 'dev/x c 644 0 0 1\n' >"$WORK/bad-pseudo.txt"
+expect_exit 2 "bad-pseudo.txt: line 1: give PATH b|c" "$STAGE" -o pseudo_file="$WORK/bad-pseudo.txt" "$WORK/i.sqfs" "$M"
+printf 'dev/x c 644 0 0 1 3\n' >"$WORK/unfit-pseudo.txt"
+expect_exit 1 "pseudo definition 'dev/x c 644 0 0 1 3' (.*unfit-pseudo.txt:1): a parent directory is missing" \
+	"$STAGE" -o pseudo_file="$WORK/unfit-pseudo.txt" "$WORK/i.sqfs" "$M"
+mountpoint -q "$M" && fail "mounted although the pseudo file did not fit"
 
 finish

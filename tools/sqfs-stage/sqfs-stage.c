@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "pack/pack.h"
 #include "spoolopts.h"
 
 static const char *prog = "sqfs-stage";
@@ -28,6 +29,7 @@ struct parse {
 	char *image, *mnt, *spool, *recover;
 	int nonopts, allow_other, help, version, bad;
 	struct spoolopts kept;	/* the image's -o options, for SPOOL/options */
+	struct pack_pseudo pseudo;	/* -o pseudo_file */
 };
 
 static void usage(FILE *f)
@@ -56,6 +58,8 @@ static void usage(FILE *f)
 "                         of the CPU is idle)\n"
 "  -o prepack_max=N       ... only while at most N inodes are staged\n"
 "                         (default 200000: each rehearsal copies the tree)\n"
+"  -o pseudo_file=FILE    make the entries FILE defines (sqfs-pack --pseudo-file),\n"
+"                         device nodes too, whoever mounts\n"
 "  -o volatile            fsync flushes nothing (the tree survives a crash of\n"
 "                         the daemon, not of the machine)\n"
 "  --recover SPOOL, -o recover=SPOOL\n"
@@ -121,6 +125,19 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		free(p->recover);
 		p->recover = strdup(val);
+		return 0;
+	}
+	if (!strcmp(k, "pseudo_file")) {
+		int ret = val && *val ? pack_pseudo_add_file(&p->pseudo, val, msg, sizeof(msg)) :
+				      -EINVAL;
+
+		if (ret) {
+			fprintf(stderr, "%s: -o pseudo_file%s%s: %s\n", prog, val && *val ? " " : "",
+				val ? val : "", ret == -EINVAL && !(val && *val) ?
+				"give a file of pseudo definitions" : msg);
+			p->bad = 1;
+			return -1;
+		}
 		return 0;
 	}
 	if (!strcmp(k, "no_passthrough") && !val) {
@@ -644,6 +661,10 @@ int main(int argc, char **argv)
 			strerror(-ret));
 		goto out_spool;
 	}
+	if (p.pseudo.n && (ret = stage_pseudo_apply(&s, &p.pseudo, stderr, msg, sizeof(msg)))) {
+		fprintf(stderr, "%s: -o pseudo_file: %s: %s\n", prog, msg, strerror(-ret));
+		goto out_spool;
+	}
 	if (p.recover)
 		fprintf(stderr, "%s: recovered %llu inodes from %s (%llu journal batches; "
 			"%llu bytes of a last batch cut short ignored; %llu entries without "
@@ -716,6 +737,7 @@ out_free:
 	free(p.spool);
 	free(p.recover);
 	spoolopts_free(&p.kept);
+	pack_pseudo_free(&p.pseudo);
 	stage_jnl_close(&s);
 	if (s.spoolfd >= 0)
 		close(s.spoolfd);
