@@ -13,8 +13,9 @@
 #   asan      ASan+UBSan build, every suite                      (build-test-asan)
 #   tsan      TSan build, every suite but "sequential"           (build-test-tsan)
 #   valgrind  the normal build's unit suite under valgrind memcheck
-#   fuzz      clang libFuzzer build, a smoke run of tests/fuzz/fuzz_tar
-#             (FUZZ_SECONDS, default 20; runs when no suite or "fuzz" is named)
+#   fuzz      clang libFuzzer build, smoke runs of tests/fuzz/fuzz_tar
+#             (FUZZ_SECONDS, default 20) and fuzz_pseudo (FUZZ_PSEUDO_SECONDS,
+#             default 8); runs when no suite or "fuzz" is named
 #
 # Sanitizer reports fail the run even when the process that made them did not
 # fail its test (a daemonised sqfs-stage, a child whose status nobody reads):
@@ -226,7 +227,7 @@ mode_valgrind() {
 }
 
 mode_fuzz() {
-	local dir=$build-fuzz secs=${FUZZ_SECONDS:-20} cc=${FUZZ_CC:-clang-14} rc=0 corpus art
+	local dir=$build-fuzz secs=${FUZZ_SECONDS:-20} cc=${FUZZ_CC:-clang-14} rc=0
 	if [[ $want_fuzz -eq 0 ]]; then
 		echo "test.sh: fuzz not selected" >&2
 		return 0
@@ -236,24 +237,33 @@ mode_fuzz() {
 		CC=$cc meson setup "$dir" -Dwerror=true -Dbuildtype=debugoptimized \
 			-Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=enabled
 	fi
-	# Only the fuzz target: the rest of this build is the asan mode's.
-	meson compile -C "$dir" tests/fuzz/fuzz_tar
+	# Only the fuzz targets: the rest of this build is the asan mode's.
+	meson compile -C "$dir" tests/fuzz/fuzz_tar tests/fuzz/fuzz_pseudo
+	run_fuzzer "$dir" tar "$secs" 65536 corpus || rc=1
+	run_fuzzer "$dir" pseudo "${FUZZ_PSEUDO_SECONDS:-8}" 4096 corpus-pseudo || rc=1
+	return $rc
+}
+
+# run_fuzzer BUILD NAME SECONDS MAX_LEN SEEDS: tests/fuzz/fuzz_NAME for a while.
+run_fuzzer() {
+	local dir=$1 name=$2 secs=$3 maxlen=$4 seeds=$5 rc=0 corpus art log
 	# The seeds stay as they are; what the run finds goes to a scratch corpus.
-	corpus=$dir/fuzz-corpus art=$dir/fuzz-artifacts
+	corpus=$dir/fuzz-corpus-$name art=$dir/fuzz-artifacts-$name log=$dir/fuzz-$name.log
 	mkdir -p "$corpus" "$art"
 	rm -f "$art"/*
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		"$dir/tests/fuzz/fuzz_tar" -max_total_time="$secs" -max_len=65536 \
+		"$dir/tests/fuzz/fuzz_$name" -max_total_time="$secs" -max_len="$maxlen" \
 		-rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
-		-dict="$ROOT/tests/fuzz/tar.dict" \
-		-artifact_prefix="$art/" "$corpus" "$ROOT/tests/fuzz/corpus" \
-		>"$dir/fuzz.log" 2>&1 || rc=$?
+		-dict="$ROOT/tests/fuzz/$name.dict" \
+		-artifact_prefix="$art/" "$corpus" "$ROOT/tests/fuzz/$seeds" \
+		>"$log" 2>&1 || rc=$?
+	echo "test.sh: fuzz_$name:" >&2
 	grep -E '^(#[0-9]+.*(DONE|INITED))|^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' \
-		"$dir/fuzz.log" >&2 || true
+		"$log" >&2 || true
 	if [[ $rc -ne 0 ]]; then
-		echo "test.sh: fuzz_tar failed ($rc); artifacts in $art:" >&2
+		echo "test.sh: fuzz_$name failed ($rc); artifacts in $art:" >&2
 		ls -l "$art" >&2 || true
-		grep -A40 -m1 -E 'ERROR: |==ERROR|deadly signal|timeout after|out-of-memory' "$dir/fuzz.log" >&2 || tail -50 "$dir/fuzz.log" >&2
+		grep -A40 -m1 -E 'ERROR: |==ERROR|deadly signal|timeout after|out-of-memory' "$log" >&2 || tail -50 "$log" >&2
 		return 1
 	fi
 }
