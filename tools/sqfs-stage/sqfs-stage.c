@@ -661,16 +661,16 @@ int main(int argc, char **argv)
 			strerror(-ret));
 		goto out_spool;
 	}
-	if (p.pseudo.n && (ret = stage_pseudo_apply(&s, &p.pseudo, stderr, msg, sizeof(msg)))) {
-		fprintf(stderr, "%s: -o pseudo_file: %s: %s\n", prog, msg, strerror(-ret));
-		goto out_spool;
-	}
 	if (p.recover)
 		fprintf(stderr, "%s: recovered %llu inodes from %s (%llu journal batches; "
 			"%llu bytes of a last batch cut short ignored; %llu entries without "
 			"data dropped)\n", prog, (unsigned long long)s.inodes, s.spool,
 			(unsigned long long)jst.batches, (unsigned long long)jst.torn_bytes,
 			(unsigned long long)jst.dropped);
+	if (p.pseudo.n && (ret = stage_pseudo_apply(&s, &p.pseudo, stderr, msg, sizeof(msg)))) {
+		fprintf(stderr, "%s: -o pseudo_file: %s: %s\n", prog, msg, strerror(-ret));
+		goto out_spool;
+	}
 	s.foreground = fo.foreground;
 	se = fuse_session_new(&args, &stage_ops, sizeof(stage_ops), &s);
 	s.se = se;
