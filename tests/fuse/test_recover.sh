@@ -18,6 +18,8 @@
 #   - the spool keeps the mount's options (SPOOL/options) and the mkfs_time
 #     in effect: a bare --recover seals what the lost daemon would have, and
 #     options given with --recover win
+#   - -o pseudo_file given again with --recover: its entries are already
+#     there, and each definition is ignored with a warning
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -407,5 +409,29 @@ wait_daemon 0
 "$PACK" -q --mkfs-time 1600000000 --all-time "$AT" -c gzip:1 -b 8K --all-root "$SRC" "$WORK/ref8.sqfs"
 cmp -s "$IMG" "$WORK/ref8.sqfs" && ok "recovered twice: the first mount's options, the block size given later" ||
 	fail "options after recovery: $(unsquashfs -s "$IMG" 2>&1 | grep -E 'Compression|Block size|Creation' | tr '\n' ' ')"
+
+# --- 9: -o pseudo_file again with --recover -----------------------------------------
+# The entries it made are in the journal: given again, they are ignored with
+# a warning each, after the recovery message, and the tree is as it was.
+mkdir -p "$WORK/o9"
+IMG=$WORK/o9/p.sqfs
+M=$WORK/m9
+printf 'dev d 755 0 0\ndev/null c 666 0 0 1 3\n' >"$WORK/pseudo9.txt"
+stage_mount "$IMG" "$M" -o "$OPTS,pseudo_file=$WORK/pseudo9.txt"
+SP=$(spool_of "$IMG")
+echo after >"$M/after"
+crash "$M"
+: >"$WORK/daemon.log"
+stage_mount "$IMG" "$M" --recover "$SP" -o "pseudo_file=$WORK/pseudo9.txt"
+if [[ $(stat -c '%F %t:%T' "$M/dev/null") == "character special file 1:3" && $(cat "$M/after") == after ]] &&
+	grep -A2 "recovered .* inodes" "$WORK/daemon.log" | grep -q "warning: pseudo definition 'dev/null c 666 0 0 1 3' (.*pseudo9.txt:2): the entry exists; ignored"; then
+	ok "pseudo_file with --recover: entries kept, definitions ignored with warnings"
+else
+	fail "pseudo_file with --recover: $(ls -l "$M" "$M/dev" 2>&1 | tr '\n' ' ') / $(cat "$WORK/daemon.log")"
+fi
+rm -r "$M/after" "$M/dev"
+touch -r "$SRC" "$M"
+"$SEAL" --quiet "$M" || fail "seal of test 9"
+wait_daemon 0
 
 finish
