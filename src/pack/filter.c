@@ -50,32 +50,27 @@ int pack_filter_add(struct pack_filter *f, const char *pattern)
 	return 0;
 }
 
+struct add_file {
+	struct pack_filter *f;
+	size_t *bad_line;
+};
+
+static int add_line(void *ctx, char *line, size_t no)
+{
+	struct add_file *a = ctx;
+	int ret = pack_filter_add(a->f, line);
+
+	if (ret == -EINVAL)
+		*a->bad_line = no;
+	return ret;
+}
+
 int pack_filter_add_file(struct pack_filter *f, const char *path, size_t *bad_line)
 {
-	FILE *in = fopen(path, "re");
-	char *line = NULL;
-	size_t cap = 0, no = 0;
-	ssize_t len;
-	int ret = 0;
+	struct add_file a = { f, bad_line };
 
 	*bad_line = 0;
-	if (!in)
-		return -errno;
-	while (!ret && (len = getline(&line, &cap, in)) >= 0) {
-		no++;
-		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = '\0';
-		if (!len || line[0] == '#')
-			continue;
-		ret = pack_filter_add(f, line);
-		if (ret == -EINVAL)
-			*bad_line = no;
-	}
-	if (!ret && ferror(in))
-		ret = -EIO;
-	free(line);
-	fclose(in);
-	return ret;
+	return pack_read_lines(path, add_line, &a);
 }
 
 void pack_filter_free(struct pack_filter *f)

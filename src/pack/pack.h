@@ -16,6 +16,14 @@ struct pack_err {
 	char detail[256];
 };
 
+/*
+ * Call fn(ctx, line, number) for each line of path but blank ones and
+ * comments (first non-blank '#'), its line end removed; stops at fn's first
+ * nonzero return, which it returns (-errno if path cannot be read).
+ */
+int pack_read_lines(const char *path, int (*fn)(void *ctx, char *line, size_t no),
+		    void *ctx);
+
 /* --- --exclude patterns (filter.c) --- */
 struct pack_pattern {
 	char *glob;

@@ -157,44 +157,37 @@ out:
 	return ret;
 }
 
+struct add_file {
+	struct pack_pseudo *ps;
+	const char *file;
+	char *msg;
+	size_t msglen;
+};
+
+static int add_line(void *ctx, char *line, size_t no)
+{
+	struct add_file *a = ctx;
+	char where[64 + 4096], m[256];
+	int ret;
+
+	while (*line == ' ' || *line == '\t')
+		line++;
+	snprintf(where, sizeof(where), "%s:%zu", a->file, no);
+	ret = pack_pseudo_add(a->ps, line, where, a->msg, a->msglen);
+	if (ret == -EINVAL) {
+		snprintf(m, sizeof(m), "line %zu: %s", no, a->msg);
+		snprintf(a->msg, a->msglen, "%s", m);
+	}
+	return ret;
+}
+
 int pack_pseudo_add_file(struct pack_pseudo *ps, const char *file, char *msg, size_t msglen)
 {
-	FILE *in = fopen(file, "re");
-	char *line = NULL, where[64 + 4096];
-	size_t cap = 0, no = 0;
-	ssize_t len;
-	int ret = 0;
+	struct add_file a = { ps, file, msg, msglen };
+	int ret = pack_read_lines(file, add_line, &a);
 
-	if (!in) {
-		ret = -errno;
+	if (ret && ret != -EINVAL && ret != -ENOMEM)
 		snprintf(msg, msglen, "%s", strerror(-ret));
-		return ret;
-	}
-	while (!ret && (len = getline(&line, &cap, in)) >= 0) {
-		char *p = line;
-
-		no++;
-		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = '\0';
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (!*p || *p == '#')
-			continue;
-		snprintf(where, sizeof(where), "%s:%zu", file, no);
-		ret = pack_pseudo_add(ps, p, where, msg, msglen);
-		if (ret == -EINVAL) {
-			char m[256];
-
-			snprintf(m, sizeof(m), "line %zu: %s", no, msg);
-			snprintf(msg, msglen, "%s", m);
-		}
-	}
-	if (!ret && ferror(in)) {
-		ret = -EIO;
-		snprintf(msg, msglen, "%s", strerror(EIO));
-	}
-	free(line);
-	fclose(in);
 	return ret;
 }
 
