@@ -20,6 +20,12 @@ struct bp {
 	uint64_t next_out;	/* next sequence number to dequeue */
 };
 
+/* 1: bp_process() needs no compressor for job (its result is known). */
+static inline int bp_job_trivial(const struct bp_job *job)
+{
+	return job->stored || job->allow_sparse == BP_KNOWN_HOLE;
+}
+
 int bp_common_init(struct bp *bp, unsigned queue, uint32_t block_size);
 void bp_common_cleanup(struct bp *bp);
 

@@ -68,6 +68,18 @@ static void threaded_submit(struct bp *bp, struct bp_job *job)
 	struct bp_threaded *p = (struct bp_threaded *)bp;
 
 	p->ring[job->seq % bp->njobs] = job;
+	if (bp_job_trivial(job)) {
+		/*
+		 * Nothing for the codec (a block compressed earlier, a known
+		 * hole): a worker would only bounce it back, at two wakeups
+		 * (about 20 us each on a VM, 7 700 of them in a seal).
+		 */
+		bp_process(NULL, bp->block_size, job);
+		pthread_mutex_lock(&p->lock);
+		job->done = 1;
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
 	pthread_mutex_lock(&p->lock);
 	job->done = 0;
 	job->next = NULL;

@@ -135,7 +135,7 @@ static uint64_t mix(uint64_t x)
 }
 
 enum btype { B_ZERO_SPARSE, B_ZERO_DENSE, B_RANDOM, B_TEXT, B_KNOWN_HOLE,
-	     B_SHORT, B_ALMOST_ZERO, B_NTYPES };
+	     B_SHORT, B_ALMOST_ZERO, B_STORED, B_STORED_RAW, B_NTYPES };
 
 static enum btype block_type(unsigned i)
 {
@@ -211,6 +211,13 @@ static uint32_t gen_block(unsigned i, uint8_t *buf, int *allow_sparse)
 		else
 			fill_random(buf, len, h);
 		*allow_sparse = 1;
+		break;
+	case B_STORED:		/* compressed before submission (run()) */
+		fill_text(buf, len, h);
+		break;
+	case B_STORED_RAW:	/* stored raw before submission */
+		len = 1 + (uint32_t)(h % BS);
+		fill_random(buf, len, h);
 		break;
 	default:	/* B_ALMOST_ZERO */
 		memset(buf, 0, len);
@@ -291,6 +298,27 @@ static void check_job(struct bp_job *j, unsigned expect_seq, struct result *r,
 	r->len += j->result_len;
 }
 
+/*
+ * Block i's stored form, as a seal finds it beside the staged file: the
+ * pool must hand it back untouched, in its place in the order.  Its input
+ * buffer then holds that form (compressed, or the raw bytes).
+ */
+static void store_block(struct bp_job *j, unsigned i)
+{
+	int ret = 0;
+
+	if (block_type(i) == B_STORED) {
+		ret = decoder->compress(decoder, j->in, j->in_len, dec_buf, BS);
+		if (ret <= 0)
+			fail_msg("block %u: no compressed form to store (%d)", i, ret);
+		memcpy(j->in, dec_buf, (size_t)ret);
+		j->size_word = (uint32_t)ret;
+	} else {
+		j->size_word = j->in_len | (1u << 24);
+	}
+	j->stored = 1;
+}
+
 static void run(unsigned jobs, unsigned queue, struct tcomp *proto,
 		struct result *r, unsigned nblocks)
 {
@@ -327,6 +355,8 @@ static void run(unsigned jobs, unsigned queue, struct tcomp *proto,
 		if (sparse == BP_KNOWN_HOLE)
 			memset(j->in, 0xEE, j->in_len);	/* must not be read */
 		j->allow_sparse = sparse;
+		if (block_type(i) == B_STORED || block_type(i) == B_STORED_RAW)
+			store_block(j, i);
 		j->kind = 7;
 		j->node = r;
 		j->index = i;
