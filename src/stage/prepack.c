@@ -16,10 +16,15 @@
  * the seal takes the stored form of any block it builds with a known key.
  *
  * Threads: rehearsals run in the background thread with bg->busy set, so
- * a seal (which pauses the thread and waits for busy to clear) never sees
- * the table change under it; the table is only touched by that thread or
- * by a seal.  A seal interrupts a rehearsal at its next file, and so does
- * a backlog of closed files to compress (bg.c): their full blocks come first.
+ * they never overlap a seal (which pauses the thread and waits for busy to
+ * clear).  A seal interrupts a rehearsal at its next file, and so does a
+ * backlog of closed files to compress (bg.c): their full blocks come first.
+ * What changed since the last rehearsal is then compressed by a lookahead:
+ * a rehearsal the seal starts beside its own data pass over the same,
+ * frozen tree.  It skips what is stored without reading it, so it runs
+ * ahead of the seal, which streams the image at the disk's pace, and the
+ * seal finds those blocks stored instead of stalling on each; the table
+ * (pp->mu) and the tail digests (pp->tdig_mu) are shared with it.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -57,6 +62,8 @@
  * which is the trade this default makes.
  */
 #define PP_MIN_IDLE_PCT 15
+/* Fragment blocks the seal may be ahead of its lookahead before it stops it. */
+#define PP_LA_SLACK 32
 /*
  * A look judges at least this many ticks (10 ms of one CPU each) since the
  * mark.  The first look can come a tick after the mount, and a one-tick
@@ -83,10 +90,20 @@ struct fent {
 };
 
 struct stage_pp {
+	pthread_mutex_t mu;	/* e, n, cap, map and the entries */
+	pthread_mutex_t tdig_mu;	/* snode.tdig and tdig_ok, beside a lookahead */
 	struct fent *e;
 	size_t n, cap;
 	struct u64map map;	/* first 8 key bytes | 1 -> index + 1 */
 	uint32_t serial;
+	/* The seal's lookahead: set and cleared by the seal around its thread. */
+	int la_on;
+	pthread_t la_thread;
+	struct sqw_image_opts la_opts;
+	const struct sqw_walk_ops *la_walk;
+	int la_stop;		/* atomic: the seal is done with it */
+	uint64_t la_pos, seal_pos;	/* atomic: fragment blocks each has reached */
+	uint64_t la_made;	/* under mu: blocks the lookahead compressed */
 	int always;		/* -o prepack: whatever the CPU is doing */
 	uint64_t idle0, total0;	/* /proc/stat at the last rehearsal or look */
 	uint64_t rehearsed_gen;	/* s->gen the last complete rehearsal saw */
@@ -155,6 +172,8 @@ struct stage_pp *stage_pp_create(int always)
 	struct stage_pp *pp = calloc(1, sizeof(*pp));
 
 	if (pp) {
+		pthread_mutex_init(&pp->mu, NULL);
+		pthread_mutex_init(&pp->tdig_mu, NULL);
 		pp->serial = 1;
 		pp->always = always;
 		pp->interval_ms = PP_INTERVAL_MS;
@@ -173,6 +192,8 @@ void stage_pp_free(struct stage *s, struct stage_pp *pp)
 		stage_bg_punch(s, pp->e[i].off, pp->e[i].word);
 	u64map_free(&pp->map);
 	free(pp->e);
+	pthread_mutex_destroy(&pp->mu);
+	pthread_mutex_destroy(&pp->tdig_mu);
 	free(pp);
 }
 
@@ -252,13 +273,28 @@ int stage_pp_due(struct stage *s, struct timespec *wait)
  * are wrong, and only cost the room they take until the next rehearsal.
  */
 static char gone;	/* the handle of such a file */
+/*
+ * The last read of this thread (a rehearsal's writer reads in its own
+ * thread) was such zeros: the tail read for a digest is the last read
+ * before tail_seen(), which must then not keep a digest of zeros for a
+ * file nobody changed (a spool file removed by hand).
+ */
+static __thread int gone_read;
+
+/* A rehearsal stops when the seal wants the CPU, a lookahead when the seal is done. */
+static int rh_stopped(struct stage *s)
+{
+	if (s->pp->la_on)
+		return __atomic_load_n(&s->pp->la_stop, __ATOMIC_RELAXED);
+	return stage_bg_interrupted(s);
+}
 
 static int rh_open(void *ctx, void *id, void **handle)
 {
 	struct stage *s = ctx;
 	char name[32];
 
-	if (stage_bg_interrupted(s))
+	if (rh_stopped(s))
 		return -EINTR;
 	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)id);
 	if (fd_source_openat(s->datafd, name, handle))
@@ -268,7 +304,8 @@ static int rh_open(void *ctx, void *id, void **handle)
 
 static int rh_read(void *handle, uint64_t off, void *buf, size_t len)
 {
-	if (handle == &gone || fd_source_read(handle, off, buf, len))
+	gone_read = handle == &gone || fd_source_read(handle, off, buf, len);
+	if (gone_read)
 		memset(buf, 0, len);
 	return 0;
 }
@@ -286,22 +323,56 @@ static void rh_close(void *handle)
 		fd_source_close(handle);
 }
 
+static int pp_stored(struct stage *s, const uint8_t key[16], void *buf, uint32_t *word)
+{
+	struct stage_pp *pp = s->pp;
+	struct fent *e;
+	uint64_t off = 0;
+	uint32_t w = 0;
+
+	pthread_mutex_lock(&pp->mu);
+	e = find(pp, key);
+	if (e) {
+		e->used = pp->serial;
+		off = e->off;
+		w = e->word;
+	}
+	pthread_mutex_unlock(&pp->mu);
+	/* Entries only go in evict(), which never runs beside a reader. */
+	if (!e || stage_bg_read(s, off, buf, w & ~(1u << 24)))
+		return 0;	/* compressed again */
+	*word = w;
+	return 1;
+}
+
 int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 		    uint32_t *word)
 {
 	struct stage *s = ctx;
-	struct fent *e = s->pp ? find(s->pp, key) : NULL;
-	uint32_t n;
+	struct stage_pp *pp = s->pp;
 
 	(void)len;	/* part of the key */
-	if (!e)
+	if (!pp)
 		return 0;
-	n = e->word & ~(1u << 24);
-	if (stage_bg_read(s, e->off, buf, n))
-		return 0;	/* compressed again */
-	e->used = s->pp->serial;
-	*word = e->word;
-	return 1;
+	/*
+	 * A lookahead the seal overtook only takes CPU from it.  Both start
+	 * level (each lists the tree first), so give it a few blocks' lead.
+	 */
+	if (pp->la_on && __atomic_add_fetch(&pp->seal_pos, 1, __ATOMIC_RELAXED) >
+			 __atomic_load_n(&pp->la_pos, __ATOMIC_RELAXED) + PP_LA_SLACK)
+		__atomic_store_n(&pp->la_stop, 1, __ATOMIC_RELAXED);
+	return pp_stored(s, key, buf, word);
+}
+
+static int rh_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
+		     uint32_t *word)
+{
+	struct stage *s = ctx;
+
+	(void)len;
+	if (s->pp->la_on)
+		__atomic_add_fetch(&s->pp->la_pos, 1, __ATOMIC_RELAXED);
+	return pp_stored(s, key, buf, word);
 }
 
 /*
@@ -318,17 +389,21 @@ int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 {
 	struct stage *s = ctx;
 	struct snode *n = stage_get(s, (fuse_ino_t)(uintptr_t)src);
+	int ret = 0;
 
 	(void)len;	/* size % block_size */
 	*token = TOKEN_NEVER;
 	if (!n || !S_ISREG(n->mode) || n->size != size)
 		return 0;
+	pthread_mutex_lock(&s->pp->tdig_mu);
 	if (n->tdig_ok) {
 		memcpy(digest, n->tdig, 16);
-		return 1;
+		ret = 1;
+	} else {
+		*token = n->wgen;
 	}
-	*token = n->wgen;
-	return 0;
+	pthread_mutex_unlock(&s->pp->tdig_mu);
+	return ret;
 }
 
 void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
@@ -341,19 +416,26 @@ void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
 	if (!n || token == TOKEN_NEVER || n->wgen != token || n->size != size ||
 	    n->writers || n->bg_never || !S_ISREG(n->mode))
 		return;
+	pthread_mutex_lock(&s->pp->tdig_mu);
 	memcpy(n->tdig, digest, 16);
 	n->tdig_ok = 1;
+	pthread_mutex_unlock(&s->pp->tdig_mu);
 }
 
-/* The same for a rehearsal, which runs without stage->lock. */
+/*
+ * The same for a rehearsal, which runs without stage->lock; a lookahead
+ * runs while the seal holds it, over a tree nothing else changes.
+ */
 static int rh_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 			  uint8_t digest[16], uint64_t *token)
 {
 	struct stage *s = ctx;
 	int ret;
 
-	if (stage_bg_interrupted(s))
+	if (rh_stopped(s))
 		return -EINTR;
+	if (s->pp->la_on)
+		return stage_pp_tail_digest(s, src, size, len, digest, token);
 	pthread_mutex_lock(&s->lock);
 	ret = stage_pp_tail_digest(s, src, size, len, digest, token);
 	pthread_mutex_unlock(&s->lock);
@@ -365,6 +447,12 @@ static void rh_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
 {
 	struct stage *s = ctx;
 
+	if (gone_read)
+		return;
+	if (s->pp->la_on) {
+		stage_pp_tail_seen(s, src, size, len, digest, token);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	stage_pp_tail_seen(s, src, size, len, digest, token);
 	pthread_mutex_unlock(&s->lock);
@@ -379,16 +467,19 @@ static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uin
 	uint64_t *v, off;
 	int isnew;
 
-	if (!len || find(pp, key))
+	if (!len)
 		return;
-	if (array_reserve((void **)&pp->e, &pp->cap, pp->n + 1, sizeof(*pp->e)))
-		return;
+	pthread_mutex_lock(&pp->mu);
+	if (find(pp, key) ||
+	    array_reserve((void **)&pp->e, &pp->cap, pp->n + 1, sizeof(*pp->e)))
+		goto out;
 	v = u64map_get(&pp->map, key64(key), &isnew);
 	if (!v || !isnew)
-		return;		/* a 64-bit prefix twin: it stays uncached */
+		goto out;	/* a 64-bit prefix twin: it stays uncached */
+	/* The only appender while it runs: the background thread waits. */
 	if (stage_bg_append(s, data, len, &off)) {
 		*v = 0;
-		return;
+		goto out;
 	}
 	e = &pp->e[pp->n];
 	memcpy(e->key, key, 16);
@@ -396,6 +487,10 @@ static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uin
 	e->word = word;
 	e->used = pp->serial;
 	*v = ++pp->n;
+	if (pp->la_on)
+		pp->la_made++;
+out:
+	pthread_mutex_unlock(&pp->mu);
 }
 
 static const struct sqw_source_ops rehearsal_ops = {
@@ -403,7 +498,7 @@ static const struct sqw_source_ops rehearsal_ops = {
 	.read = rh_read,
 	.next_data = rh_next_data,
 	.close = rh_close,
-	.stored_frag = stage_pp_stored,
+	.stored_frag = rh_stored,
 	.frag_done = rh_frag_done,
 	.tail_digest = rh_tail_digest,
 	.tail_seen = rh_tail_seen,
@@ -414,6 +509,7 @@ static void evict(struct stage *s, struct stage_pp *pp)
 {
 	size_t i, k = 0;
 
+	pthread_mutex_lock(&pp->mu);
 	u64map_free(&pp->map);
 	for (i = 0; i < pp->n; i++) {
 		struct fent *e = &pp->e[i];
@@ -431,6 +527,7 @@ static void evict(struct stage *s, struct stage_pp *pp)
 		k++;
 	}
 	pp->n = k;
+	pthread_mutex_unlock(&pp->mu);
 }
 
 struct rh_run {
@@ -516,4 +613,46 @@ void stage_pp_rehearse(struct stage *s)
 	pp->interval_ms = took * PP_IDLE_FACTOR > PP_INTERVAL_MS ? took * PP_IDLE_FACTOR :
 			  PP_INTERVAL_MS;
 	pthread_mutex_unlock(&s->lock);
+}
+
+static void *la_main(void *arg)
+{
+	struct stage *s = arg;
+
+	(void)sqw_image_write_walk(s->pp->la_walk, s, &rehearsal_ops, s, -1,
+				   &s->pp->la_opts, NULL, NULL);
+	return NULL;
+}
+
+void stage_pp_lookahead_start(struct stage *s, const struct sqw_walk_ops *walk)
+{
+	struct stage_pp *pp = s->pp;
+
+	/* Nothing new since the last rehearsal, or a tree too large to track. */
+	if (!pp || pp->la_on || pp->rehearsed_gen == s->gen || s->inodes > s->prepack_max)
+		return;
+	pp->la_opts = s->opts.img;
+	pp->la_opts.flags |= SQW_OPT_REHEARSE;
+	pp->la_opts.progress = NULL;
+	pp->la_walk = walk;
+	pp->la_stop = 0;
+	pp->la_pos = pp->seal_pos = 0;
+	pp->la_made = 0;
+	pp->la_on = 1;
+	if (pthread_create(&pp->la_thread, NULL, la_main, s))
+		pp->la_on = 0;
+}
+
+uint64_t stage_pp_lookahead_stop(struct stage *s)
+{
+	struct stage_pp *pp = s->pp;
+
+	if (!pp || !pp->la_on)
+		return 0;
+	__atomic_store_n(&pp->la_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(pp->la_thread, NULL);
+	pp->la_on = 0;
+	/* What its threads freed stays in their arenas otherwise. */
+	malloc_trim(0);
+	return pp->la_made;
 }

@@ -319,6 +319,41 @@ if loop_mount "$WORK/e.sqfs" "$WORK/k5"; then
 	loop_umount "$WORK/k5"
 fi
 
+# --- 6: the seal's lookahead ------------------------------------------------
+# What changed after the last rehearsal is compressed beside the seal's data
+# pass: a large file first in the image's order, still uncompressed at the
+# seal, keeps the seal busy while its lookahead compresses the changed
+# fragment blocks further on, which the seal then finds stored.
+LA=$WORK/la
+cp -a "$SMALL" "$LA"
+python3 - "$WORK/0big" <<'EOF'
+import random, sys
+r = random.Random(5)
+words = [b"stage", b"seal", b"block", b"tail", b"image", b"spool", b"queue"]
+with open(sys.argv[1], "wb") as f:
+    for _ in range(12 * 64):
+        f.write(b" ".join(r.choice(words) for _ in range(3400))[:16384])
+EOF
+M=$WORK/m6
+stage_mount "$WORK/la.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,prepack
+cp -a "$LA/." "$M/"
+wait_rehearsed 30
+[[ $(field "$st" rehearsal_current) == True ]] || fail "no rehearsal within 30 s: $st"
+for d in "$LA" "$M"; do
+	cp "$WORK/0big" "$d/0big"
+	echo "changed after the rehearsal" >>"$d/dir7/sub/t24.txt"
+	touch -h -d @1650000000 "$d/0big" "$d/dir7/sub/t24.txt" "$d"
+done
+out=$("$SEAL" --json "$M")
+wait_daemon 0
+same_as "lookahead" "$WORK/la.sqfs" "$(pack_ref "$LA")"
+la=$(field "$out" lookahead_fragments)
+if [[ $la -gt 0 && $(field "$out" stored_fragments) == "$(field "$out" fragments)" ]]; then
+	ok "the seal found every fragment block stored, $la of them compressed by its lookahead"
+else
+	fail "lookahead: $out"
+fi
+
 # By default a rehearsal waits for the CPU to be at least half idle: none
 # while every CPU spins, one once they stop.
 BURN=()
