@@ -102,8 +102,13 @@ struct stage_pp {
 	struct sqw_image_opts la_opts;
 	const struct sqw_walk_ops *la_walk;
 	int la_stop;		/* atomic: the seal is done with it */
-	uint64_t la_pos, seal_pos;	/* atomic: fragment blocks each has reached */
-	uint64_t la_made;	/* under mu: blocks the lookahead compressed */
+	/* under mu: */
+	pthread_cond_t la_cond;	/* the lookahead moved on or ended */
+	uint64_t la_pos;	/* fragment blocks the lookahead has reached, */
+	uint64_t la_done;	/* ... and finished */
+	uint64_t seal_pos;	/* fragment blocks the seal has reached */
+	uint64_t la_made;	/* blocks the lookahead compressed */
+	int la_exited, seal_waits;
 	int always;		/* -o prepack: whatever the CPU is doing */
 	uint64_t idle0, total0;	/* /proc/stat at the last rehearsal or look */
 	uint64_t rehearsed_gen;	/* s->gen the last complete rehearsal saw */
@@ -174,6 +179,7 @@ struct stage_pp *stage_pp_create(int always)
 	if (pp) {
 		pthread_mutex_init(&pp->mu, NULL);
 		pthread_mutex_init(&pp->tdig_mu, NULL);
+		pthread_cond_init(&pp->la_cond, NULL);
 		pp->serial = 1;
 		pp->always = always;
 		pp->interval_ms = PP_INTERVAL_MS;
@@ -194,6 +200,7 @@ void stage_pp_free(struct stage *s, struct stage_pp *pp)
 	free(pp->e);
 	pthread_mutex_destroy(&pp->mu);
 	pthread_mutex_destroy(&pp->tdig_mu);
+	pthread_cond_destroy(&pp->la_cond);
 	free(pp);
 }
 
@@ -323,15 +330,53 @@ static void rh_close(void *handle)
 		fd_source_close(handle);
 }
 
-static int pp_stored(struct stage *s, const uint8_t key[16], void *buf, uint32_t *word)
+/* pp->mu held: a lookahead waiting for nothing more is let go. */
+static int la_waitable(struct stage_pp *pp, uint64_t pos)
+{
+	if (pp->la_exited || __atomic_load_n(&pp->la_stop, __ATOMIC_RELAXED))
+		return 0;
+	if (pp->la_done >= pos)
+		return 0;	/* it passed this block and kept nothing */
+	/*
+	 * Behind: it would only take CPU from the seal.  Both start level
+	 * (each lists the tree first), so it gets a few blocks' lead.
+	 */
+	if (pp->la_pos + PP_LA_SLACK < pos) {
+		__atomic_store_n(&pp->la_stop, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * The stored form of key, if any.  Beside a lookahead, the seal (seal
+ * set) counts its blocks and waits for one the lookahead has reached or
+ * is about to reach rather than compress it a second time; the lookahead
+ * counts the blocks it reached.
+ */
+static int pp_stored(struct stage *s, const uint8_t key[16], void *buf, uint32_t *word,
+		     int seal)
 {
 	struct stage_pp *pp = s->pp;
 	struct fent *e;
-	uint64_t off = 0;
+	uint64_t off = 0, pos = 0;
 	uint32_t w = 0;
 
 	pthread_mutex_lock(&pp->mu);
-	e = find(pp, key);
+	if (pp->la_on) {
+		if (seal) {
+			pos = ++pp->seal_pos;
+		} else {
+			pp->la_pos++;
+			if (pp->seal_waits)
+				pthread_cond_broadcast(&pp->la_cond);
+		}
+	}
+	while (!(e = find(pp, key)) && pos && la_waitable(pp, pos)) {
+		pp->seal_waits = 1;
+		pthread_cond_wait(&pp->la_cond, &pp->mu);
+		pp->seal_waits = 0;
+	}
 	if (e) {
 		e->used = pp->serial;
 		off = e->off;
@@ -349,30 +394,16 @@ int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 		    uint32_t *word)
 {
 	struct stage *s = ctx;
-	struct stage_pp *pp = s->pp;
 
 	(void)len;	/* part of the key */
-	if (!pp)
-		return 0;
-	/*
-	 * A lookahead the seal overtook only takes CPU from it.  Both start
-	 * level (each lists the tree first), so give it a few blocks' lead.
-	 */
-	if (pp->la_on && __atomic_add_fetch(&pp->seal_pos, 1, __ATOMIC_RELAXED) >
-			 __atomic_load_n(&pp->la_pos, __ATOMIC_RELAXED) + PP_LA_SLACK)
-		__atomic_store_n(&pp->la_stop, 1, __ATOMIC_RELAXED);
-	return pp_stored(s, key, buf, word);
+	return s->pp ? pp_stored(s, key, buf, word, 1) : 0;
 }
 
 static int rh_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 		     uint32_t *word)
 {
-	struct stage *s = ctx;
-
 	(void)len;
-	if (s->pp->la_on)
-		__atomic_add_fetch(&s->pp->la_pos, 1, __ATOMIC_RELAXED);
-	return pp_stored(s, key, buf, word);
+	return pp_stored(ctx, key, buf, word, 0);
 }
 
 /*
@@ -467,10 +498,13 @@ static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uin
 	uint64_t *v, off;
 	int isnew;
 
-	if (!len)
-		return;
 	pthread_mutex_lock(&pp->mu);
-	if (find(pp, key) ||
+	if (pp->la_on) {
+		pp->la_done++;
+		if (pp->seal_waits)
+			pthread_cond_broadcast(&pp->la_cond);
+	}
+	if (!data || !len || find(pp, key) ||
 	    array_reserve((void **)&pp->e, &pp->cap, pp->n + 1, sizeof(*pp->e)))
 		goto out;
 	v = u64map_get(&pp->map, key64(key), &isnew);
@@ -618,9 +652,14 @@ void stage_pp_rehearse(struct stage *s)
 static void *la_main(void *arg)
 {
 	struct stage *s = arg;
+	struct stage_pp *pp = s->pp;
 
-	(void)sqw_image_write_walk(s->pp->la_walk, s, &rehearsal_ops, s, -1,
-				   &s->pp->la_opts, NULL, NULL);
+	(void)sqw_image_write_walk(pp->la_walk, s, &rehearsal_ops, s, -1, &pp->la_opts,
+				   NULL, NULL);
+	pthread_mutex_lock(&pp->mu);
+	pp->la_exited = 1;
+	pthread_cond_broadcast(&pp->la_cond);
+	pthread_mutex_unlock(&pp->mu);
 	return NULL;
 }
 
@@ -634,10 +673,13 @@ void stage_pp_lookahead_start(struct stage *s, const struct sqw_walk_ops *walk)
 	pp->la_opts = s->opts.img;
 	pp->la_opts.flags |= SQW_OPT_REHEARSE;
 	pp->la_opts.progress = NULL;
+	/* Four blocks a worker in flight keep it busy, in a quarter of the memory. */
+	pp->la_opts.queue = 4 * (pp->la_opts.jobs ? pp->la_opts.jobs : 1);
 	pp->la_walk = walk;
 	pp->la_stop = 0;
-	pp->la_pos = pp->seal_pos = 0;
+	pp->la_pos = pp->la_done = pp->seal_pos = 0;
 	pp->la_made = 0;
+	pp->la_exited = pp->seal_waits = 0;
 	pp->la_on = 1;
 	if (pthread_create(&pp->la_thread, NULL, la_main, s))
 		pp->la_on = 0;
