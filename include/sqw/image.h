@@ -44,11 +44,8 @@ struct sqw_source_ops {
 	int (*stored_frag)(void *ctx, const uint8_t key[16], uint32_t len,
 			   void *buf, uint32_t *size_word);
 	/*
-	 * Optional, SQW_OPT_REHEARSE only: each fragment block in order, once
-	 * it is done: data and size_word as the writer compressed it, for
-	 * stored_frag to return in later writes, or NULL and 0 when there is
-	 * nothing to keep (stored_frag had it, or a tail changed under the
-	 * read).
+	 * Optional, SQW_OPT_REHEARSE only: a fragment block the writer
+	 * compressed, for stored_frag to return in later writes.
 	 */
 	void (*frag_done)(void *ctx, const uint8_t key[16], const void *data,
 			  uint32_t size_word);

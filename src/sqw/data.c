@@ -52,11 +52,9 @@ static int job_done(struct writer *w, struct bp_job *j)
 		       writer_fail_file(w, j->err, "compressing", j->file) :
 		       writer_fail(w, j->err, "compressing", NULL);
 	if (j->kind == JOB_FRAG && (w->flags & SQW_OPT_REHEARSE)) {
-		int keep = !j->stored && !j->stale;
-
-		if (w->ops->frag_done)
+		if (!j->stored && !j->stale && w->ops->frag_done)
 			w->ops->frag_done(w->src_ctx, w->frag_keys + 16 * j->index,
-					  keep ? j->result : NULL, keep ? j->size_word : 0);
+					  j->result, j->size_word);
 		return 0;
 	}
 	if (j->kind == JOB_FRAG) {

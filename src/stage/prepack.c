@@ -16,15 +16,10 @@
  * the seal takes the stored form of any block it builds with a known key.
  *
  * Threads: rehearsals run in the background thread with bg->busy set, so
- * they never overlap a seal (which pauses the thread and waits for busy to
- * clear).  A seal interrupts a rehearsal at its next file, and so does a
- * backlog of closed files to compress (bg.c): their full blocks come first.
- * What changed since the last rehearsal is then compressed by a lookahead:
- * a rehearsal the seal starts beside its own data pass over the same,
- * frozen tree.  It skips what is stored without reading it, so it runs
- * ahead of the seal, which streams the image at the disk's pace, and the
- * seal finds those blocks stored instead of stalling on each; the table
- * (pp->mu) and the tail digests (pp->tdig_mu) are shared with it.
+ * a seal (which pauses the thread and waits for busy to clear) never sees
+ * the table change under it; the table is only touched by that thread or
+ * by a seal.  A seal interrupts a rehearsal at its next file, and so does
+ * a backlog of closed files to compress (bg.c): their full blocks come first.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -62,8 +57,6 @@
  * which is the trade this default makes.
  */
 #define PP_MIN_IDLE_PCT 15
-/* Fragment blocks the seal may be ahead of its lookahead before it stops it. */
-#define PP_LA_SLACK 32
 /*
  * A look judges at least this many ticks (10 ms of one CPU each) since the
  * mark.  The first look can come a tick after the mount, and a one-tick
@@ -90,25 +83,10 @@ struct fent {
 };
 
 struct stage_pp {
-	pthread_mutex_t mu;	/* e, n, cap, map and the entries */
-	pthread_mutex_t tdig_mu;	/* snode.tdig and tdig_ok, beside a lookahead */
 	struct fent *e;
 	size_t n, cap;
 	struct u64map map;	/* first 8 key bytes | 1 -> index + 1 */
 	uint32_t serial;
-	/* The seal's lookahead: set and cleared by the seal around its thread. */
-	int la_on;
-	pthread_t la_thread;
-	struct sqw_image_opts la_opts;
-	const struct sqw_walk_ops *la_walk;
-	int la_stop;		/* atomic: the seal is done with it */
-	/* under mu: */
-	pthread_cond_t la_cond;	/* the lookahead moved on or ended */
-	uint64_t la_pos;	/* fragment blocks the lookahead has reached, */
-	uint64_t la_done;	/* ... and finished */
-	uint64_t seal_pos;	/* fragment blocks the seal has reached */
-	uint64_t la_made;	/* blocks the lookahead compressed */
-	int la_exited, seal_waits;
 	int always;		/* -o prepack: whatever the CPU is doing */
 	uint64_t idle0, total0;	/* /proc/stat at the last rehearsal or look */
 	uint64_t rehearsed_gen;	/* s->gen the last complete rehearsal saw */
@@ -177,9 +155,6 @@ struct stage_pp *stage_pp_create(int always)
 	struct stage_pp *pp = calloc(1, sizeof(*pp));
 
 	if (pp) {
-		pthread_mutex_init(&pp->mu, NULL);
-		pthread_mutex_init(&pp->tdig_mu, NULL);
-		pthread_cond_init(&pp->la_cond, NULL);
 		pp->serial = 1;
 		pp->always = always;
 		pp->interval_ms = PP_INTERVAL_MS;
@@ -198,9 +173,6 @@ void stage_pp_free(struct stage *s, struct stage_pp *pp)
 		stage_bg_punch(s, pp->e[i].off, pp->e[i].word);
 	u64map_free(&pp->map);
 	free(pp->e);
-	pthread_mutex_destroy(&pp->mu);
-	pthread_mutex_destroy(&pp->tdig_mu);
-	pthread_cond_destroy(&pp->la_cond);
 	free(pp);
 }
 
@@ -284,24 +256,17 @@ static char gone;	/* the handle of such a file */
  * The last read of this thread (a rehearsal's writer reads in its own
  * thread) was such zeros: the tail read for a digest is the last read
  * before tail_seen(), which must then not keep a digest of zeros for a
- * file nobody changed (a spool file removed by hand).
+ * file nobody changed through the mount (its spool file removed by hand):
+ * the seal would take the block made of zeros without reading the file.
  */
 static __thread int gone_read;
-
-/* A rehearsal stops when the seal wants the CPU, a lookahead when the seal is done. */
-static int rh_stopped(struct stage *s)
-{
-	if (s->pp->la_on)
-		return __atomic_load_n(&s->pp->la_stop, __ATOMIC_RELAXED);
-	return stage_bg_interrupted(s);
-}
 
 static int rh_open(void *ctx, void *id, void **handle)
 {
 	struct stage *s = ctx;
 	char name[32];
 
-	if (rh_stopped(s))
+	if (stage_bg_interrupted(s))
 		return -EINTR;
 	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)id);
 	if (fd_source_openat(s->datafd, name, handle))
@@ -330,80 +295,22 @@ static void rh_close(void *handle)
 		fd_source_close(handle);
 }
 
-/* pp->mu held: a lookahead waiting for nothing more is let go. */
-static int la_waitable(struct stage_pp *pp, uint64_t pos)
-{
-	if (pp->la_exited || __atomic_load_n(&pp->la_stop, __ATOMIC_RELAXED))
-		return 0;
-	if (pp->la_done >= pos)
-		return 0;	/* it passed this block and kept nothing */
-	/*
-	 * Behind: it would only take CPU from the seal.  Both start level
-	 * (each lists the tree first), so it gets a few blocks' lead.
-	 */
-	if (pp->la_pos + PP_LA_SLACK < pos) {
-		__atomic_store_n(&pp->la_stop, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
-	return 1;
-}
-
-/*
- * The stored form of key, if any.  Beside a lookahead, the seal (seal
- * set) counts its blocks and waits for one the lookahead has reached or
- * is about to reach rather than compress it a second time; the lookahead
- * counts the blocks it reached.
- */
-static int pp_stored(struct stage *s, const uint8_t key[16], void *buf, uint32_t *word,
-		     int seal)
-{
-	struct stage_pp *pp = s->pp;
-	struct fent *e;
-	uint64_t off = 0, pos = 0;
-	uint32_t w = 0;
-
-	pthread_mutex_lock(&pp->mu);
-	if (pp->la_on) {
-		if (seal) {
-			pos = ++pp->seal_pos;
-		} else {
-			pp->la_pos++;
-			if (pp->seal_waits)
-				pthread_cond_broadcast(&pp->la_cond);
-		}
-	}
-	while (!(e = find(pp, key)) && pos && la_waitable(pp, pos)) {
-		pp->seal_waits = 1;
-		pthread_cond_wait(&pp->la_cond, &pp->mu);
-		pp->seal_waits = 0;
-	}
-	if (e) {
-		e->used = pp->serial;
-		off = e->off;
-		w = e->word;
-	}
-	pthread_mutex_unlock(&pp->mu);
-	/* Entries only go in evict(), which never runs beside a reader. */
-	if (!e || stage_bg_read(s, off, buf, w & ~(1u << 24)))
-		return 0;	/* compressed again */
-	*word = w;
-	return 1;
-}
-
 int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 		    uint32_t *word)
 {
 	struct stage *s = ctx;
+	struct fent *e = s->pp ? find(s->pp, key) : NULL;
+	uint32_t n;
 
 	(void)len;	/* part of the key */
-	return s->pp ? pp_stored(s, key, buf, word, 1) : 0;
-}
-
-static int rh_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
-		     uint32_t *word)
-{
-	(void)len;
-	return pp_stored(ctx, key, buf, word, 0);
+	if (!e)
+		return 0;
+	n = e->word & ~(1u << 24);
+	if (stage_bg_read(s, e->off, buf, n))
+		return 0;	/* compressed again */
+	e->used = s->pp->serial;
+	*word = e->word;
+	return 1;
 }
 
 /*
@@ -420,21 +327,17 @@ int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 {
 	struct stage *s = ctx;
 	struct snode *n = stage_get(s, (fuse_ino_t)(uintptr_t)src);
-	int ret = 0;
 
 	(void)len;	/* size % block_size */
 	*token = TOKEN_NEVER;
 	if (!n || !S_ISREG(n->mode) || n->size != size)
 		return 0;
-	pthread_mutex_lock(&s->pp->tdig_mu);
 	if (n->tdig_ok) {
 		memcpy(digest, n->tdig, 16);
-		ret = 1;
-	} else {
-		*token = n->wgen;
+		return 1;
 	}
-	pthread_mutex_unlock(&s->pp->tdig_mu);
-	return ret;
+	*token = n->wgen;
+	return 0;
 }
 
 void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
@@ -447,26 +350,19 @@ void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
 	if (!n || token == TOKEN_NEVER || n->wgen != token || n->size != size ||
 	    n->writers || n->bg_never || !S_ISREG(n->mode))
 		return;
-	pthread_mutex_lock(&s->pp->tdig_mu);
 	memcpy(n->tdig, digest, 16);
 	n->tdig_ok = 1;
-	pthread_mutex_unlock(&s->pp->tdig_mu);
 }
 
-/*
- * The same for a rehearsal, which runs without stage->lock; a lookahead
- * runs while the seal holds it, over a tree nothing else changes.
- */
+/* The same for a rehearsal, which runs without stage->lock. */
 static int rh_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 			  uint8_t digest[16], uint64_t *token)
 {
 	struct stage *s = ctx;
 	int ret;
 
-	if (rh_stopped(s))
+	if (stage_bg_interrupted(s))
 		return -EINTR;
-	if (s->pp->la_on)
-		return stage_pp_tail_digest(s, src, size, len, digest, token);
 	pthread_mutex_lock(&s->lock);
 	ret = stage_pp_tail_digest(s, src, size, len, digest, token);
 	pthread_mutex_unlock(&s->lock);
@@ -480,10 +376,6 @@ static void rh_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
 
 	if (gone_read)
 		return;
-	if (s->pp->la_on) {
-		stage_pp_tail_seen(s, src, size, len, digest, token);
-		return;
-	}
 	pthread_mutex_lock(&s->lock);
 	stage_pp_tail_seen(s, src, size, len, digest, token);
 	pthread_mutex_unlock(&s->lock);
@@ -498,22 +390,16 @@ static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uin
 	uint64_t *v, off;
 	int isnew;
 
-	pthread_mutex_lock(&pp->mu);
-	if (pp->la_on) {
-		pp->la_done++;
-		if (pp->seal_waits)
-			pthread_cond_broadcast(&pp->la_cond);
-	}
-	if (!data || !len || find(pp, key) ||
-	    array_reserve((void **)&pp->e, &pp->cap, pp->n + 1, sizeof(*pp->e)))
-		goto out;
+	if (!len || find(pp, key))
+		return;
+	if (array_reserve((void **)&pp->e, &pp->cap, pp->n + 1, sizeof(*pp->e)))
+		return;
 	v = u64map_get(&pp->map, key64(key), &isnew);
 	if (!v || !isnew)
-		goto out;	/* a 64-bit prefix twin: it stays uncached */
-	/* The only appender while it runs: the background thread waits. */
+		return;		/* a 64-bit prefix twin: it stays uncached */
 	if (stage_bg_append(s, data, len, &off)) {
 		*v = 0;
-		goto out;
+		return;
 	}
 	e = &pp->e[pp->n];
 	memcpy(e->key, key, 16);
@@ -521,10 +407,6 @@ static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uin
 	e->word = word;
 	e->used = pp->serial;
 	*v = ++pp->n;
-	if (pp->la_on)
-		pp->la_made++;
-out:
-	pthread_mutex_unlock(&pp->mu);
 }
 
 static const struct sqw_source_ops rehearsal_ops = {
@@ -532,7 +414,7 @@ static const struct sqw_source_ops rehearsal_ops = {
 	.read = rh_read,
 	.next_data = rh_next_data,
 	.close = rh_close,
-	.stored_frag = rh_stored,
+	.stored_frag = stage_pp_stored,
 	.frag_done = rh_frag_done,
 	.tail_digest = rh_tail_digest,
 	.tail_seen = rh_tail_seen,
@@ -543,7 +425,6 @@ static void evict(struct stage *s, struct stage_pp *pp)
 {
 	size_t i, k = 0;
 
-	pthread_mutex_lock(&pp->mu);
 	u64map_free(&pp->map);
 	for (i = 0; i < pp->n; i++) {
 		struct fent *e = &pp->e[i];
@@ -561,7 +442,6 @@ static void evict(struct stage *s, struct stage_pp *pp)
 		k++;
 	}
 	pp->n = k;
-	pthread_mutex_unlock(&pp->mu);
 }
 
 struct rh_run {
@@ -647,54 +527,4 @@ void stage_pp_rehearse(struct stage *s)
 	pp->interval_ms = took * PP_IDLE_FACTOR > PP_INTERVAL_MS ? took * PP_IDLE_FACTOR :
 			  PP_INTERVAL_MS;
 	pthread_mutex_unlock(&s->lock);
-}
-
-static void *la_main(void *arg)
-{
-	struct stage *s = arg;
-	struct stage_pp *pp = s->pp;
-
-	(void)sqw_image_write_walk(pp->la_walk, s, &rehearsal_ops, s, -1, &pp->la_opts,
-				   NULL, NULL);
-	pthread_mutex_lock(&pp->mu);
-	pp->la_exited = 1;
-	pthread_cond_broadcast(&pp->la_cond);
-	pthread_mutex_unlock(&pp->mu);
-	return NULL;
-}
-
-void stage_pp_lookahead_start(struct stage *s, const struct sqw_walk_ops *walk)
-{
-	struct stage_pp *pp = s->pp;
-
-	/* Nothing new since the last rehearsal, or a tree too large to track. */
-	if (!pp || pp->la_on || pp->rehearsed_gen == s->gen || s->inodes > s->prepack_max)
-		return;
-	pp->la_opts = s->opts.img;
-	pp->la_opts.flags |= SQW_OPT_REHEARSE;
-	pp->la_opts.progress = NULL;
-	/* Four blocks a worker in flight keep it busy, in a quarter of the memory. */
-	pp->la_opts.queue = 4 * (pp->la_opts.jobs ? pp->la_opts.jobs : 1);
-	pp->la_walk = walk;
-	pp->la_stop = 0;
-	pp->la_pos = pp->la_done = pp->seal_pos = 0;
-	pp->la_made = 0;
-	pp->la_exited = pp->seal_waits = 0;
-	pp->la_on = 1;
-	if (pthread_create(&pp->la_thread, NULL, la_main, s))
-		pp->la_on = 0;
-}
-
-uint64_t stage_pp_lookahead_stop(struct stage *s)
-{
-	struct stage_pp *pp = s->pp;
-
-	if (!pp || !pp->la_on)
-		return 0;
-	__atomic_store_n(&pp->la_stop, 1, __ATOMIC_RELAXED);
-	pthread_join(pp->la_thread, NULL);
-	pp->la_on = 0;
-	/* What its threads freed stays in their arenas otherwise. */
-	malloc_trim(0);
-	return pp->la_made;
 }

@@ -330,8 +330,7 @@ static void wait_writers(struct stage *s)
 	}
 }
 
-static char *summary(struct stage *s, const struct sqw_stats *st, double start,
-		     uint64_t lookahead)
+static char *summary(struct stage *s, const struct sqw_stats *st, double start)
 {
 	struct cli_opts o = s->opts;
 	struct cli_report rep;
@@ -351,11 +350,10 @@ static char *summary(struct stage *s, const struct sqw_stats *st, double start,
 	fclose(f);
 	if (!buf)
 		return NULL;
-	/* {"image": ...}\n -> {"pid": N, "lookahead_fragments": N, "image": ...} */
+	/* {"image": ...}\n -> {"pid": N, "image": ...} */
 	if (len && buf[len - 1] == '\n')
 		buf[--len] = '\0';
-	if (asprintf(&out, "{\"pid\": %ld, \"lookahead_fragments\": %llu, %s", (long)getpid(),
-		     (unsigned long long)lookahead, buf[0] == '{' ? buf + 1 : buf) < 0)
+	if (asprintf(&out, "{\"pid\": %ld, %s", (long)getpid(), buf[0] == '{' ? buf + 1 : buf) < 0)
 		out = NULL;
 	free(buf);
 	return out;
@@ -394,7 +392,6 @@ int stage_seal(struct stage *s, char **out)
 	struct sqw_stats st;
 	struct sqw_error err;
 	double start = cli_now();
-	uint64_t lookahead;
 	int ret;
 
 	*out = NULL;
@@ -417,10 +414,8 @@ int stage_seal(struct stage *s, char **out)
 		goto fail;
 	}
 	s->opts.img.progress = NULL;
-	stage_pp_lookahead_start(s, &stage_walk_ops);
 	ret = sqw_image_write_walk(&stage_walk_ops, s, &ops, s, pub.fd, &s->opts.img,
 				   &st, &err);
-	lookahead = stage_pp_lookahead_stop(s);
 	if (ret) {
 		fail(&c, "%s: %s%s%s: %s", s->image, err.path, err.path[0] ? ": " : "",
 		     err.what ? err.what : "writing", strerror(-ret));
@@ -435,7 +430,7 @@ int stage_seal(struct stage *s, char **out)
 	free(c.path);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
-	*out = summary(s, &st, start, lookahead);
+	*out = summary(s, &st, start);
 	if (!*out)
 		*out = strdup("{}");
 	return 0;

@@ -291,14 +291,6 @@ int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,
 			const uint8_t digest[16], uint64_t token);
 /*
- * seal.c, stage->lock held and the background thread paused: compress what
- * changed since the last rehearsal in a thread beside the seal's own data
- * pass, which walks the same tree with walk; stop before the lock goes.
- * Stop returns how many fragment blocks it compressed.
- */
-void stage_pp_lookahead_start(struct stage *s, const struct sqw_walk_ops *walk);
-uint64_t stage_pp_lookahead_stop(struct stage *s);
-/*
  * stage->lock held: rehearsals run, fragment blocks kept, looks refused for
  * the tree's size (prepack_max), rehearsals put off while the CPU was busy,
  * up to date.

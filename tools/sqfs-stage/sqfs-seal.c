@@ -60,11 +60,11 @@ static void print_human(const char *json)
 	const char *keys[] = { "image", "image_size", "inodes", "files", "directories",
 			       "symlinks", "devices", "fifos_sockets", "compressor",
 			       "level", "block_size", "seconds", "blocks", "stored_blocks",
-			       "fragments", "stored_fragments", "lookahead_fragments" };
-	char *v[17];
+			       "fragments", "stored_fragments" };
+	char *v[16];
 	size_t i;
 
-	for (i = 0; i < 17; i++) {
+	for (i = 0; i < 16; i++) {
 		v[i] = field(json, keys[i]);
 		if (!v[i])
 			v[i] = strdup("?");
@@ -74,9 +74,9 @@ static void print_human(const char *json)
 	       "%s fifos/sockets; %s s\n",
 	       v[0], v[1], v[8], v[9], v[10], v[2], v[3], v[4], v[5], v[6], v[7], v[11]);
 	printf("%s of %s blocks were compressed in the background as files closed, "
-	       "and %s of %s fragment blocks ahead of the image's writer (%s of them "
-	       "during the seal)\n", v[13], v[12], v[15], v[14], v[16]);
-	for (i = 0; i < 17; i++)
+	       "and %s of %s fragment blocks before the seal\n",
+	       v[13], v[12], v[15], v[14]);
+	for (i = 0; i < 16; i++)
 		free(v[i]);
 }
 
