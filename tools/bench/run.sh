@@ -387,8 +387,11 @@ stage_seal() {
 	PAUSE=$(elapsed "$h0" "$EPOCHREALTIME")
 	# The image is complete when the seal returns; the unmount, the removal
 	# of the spool and the daemon's exit follow (teardown, timed apart).
-	"$TM" "$S/seal" "$SEAL" -q --keep "$1"
+	"$TM" "$S/seal" "$SEAL" --json --keep "$1" >"$S/seal.json"
 	IMAGE_T=$(minus "$EPOCHREALTIME" "$PAUSE")
+	# Fragment blocks no rehearsal had compressed: the seal's own work.
+	SEAL_FRAGS=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["fragments"] - d["stored_fragments"], d["fragments"])' "$S/seal.json") ||
+		die "sqfs-seal --json printed no summary"
 	fusermount3 -u "$1"
 	local rc=0
 	wait "$TPID" || rc=$?
@@ -533,7 +536,7 @@ mode_pipeline() {
 					img=$WORK/img/out.sqfs mnt=$WORK/mnt
 					# sqfs-stage
 					new_sample
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(produce_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal --json --keep MNT; fusermount3 -u MNT"
 					note_cmd pipeline "stage/$c" "$cmd"
 					spool_inodes_reset
 					t0=$EPOCHREALTIME
@@ -553,7 +556,8 @@ mode_pipeline() {
 						producer_s="$(elapsed "$t0" "$tp")" seal_s="$(elapsed "$tp" "$IMAGE_T")" \
 						teardown_s="$(elapsed "$IMAGE_T" "$t1")" daemon_hwm_kb="$(awk '{print $4}' "$S/daemon.time" | tail -n1)" daemon_hwm_exit_kb="$hwm" \
 						daemon_cpu_s="$dcpu" backlog_exit_bytes="$bb" backlog_exit_files="$bf" \
-						backlog_max_bytes="$(backlog_max)"
+						backlog_max_bytes="$(backlog_max)" seal_frags="${SEAL_FRAGS% *}" \
+						frags="${SEAL_FRAGS#* }"
 
 					# tmpfs + mksquashfs
 					new_sample
@@ -626,7 +630,7 @@ mode_fuse() {
 				for j in ${JOBS//,/ }; do
 					img=$WORK/img/out.sqfs mnt=$WORK/mnt
 					new_sample
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal -q --keep MNT; fusermount3 -u MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS IMG MNT & $(fuse_cmd "$c" | sed 's/DST/MNT/g'); sqfs-seal --json --keep MNT; fusermount3 -u MNT"
 					note_cmd fuse "mount/$c" "$cmd"
 					spool_inodes_reset
 					stage_start "$img" "$mnt" "comp=$OURS,block_size=$BS,jobs=$j,suid,dev$XOPTS"
@@ -690,7 +694,7 @@ mode_scale() {
 						size=$SCALE_BIG
 						cmd="python3 tools/bench/pattern.py $SCALE_BIG | dd of=MNT/big bs=1M iflag=fullblock"
 					fi
-					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j$XOPTS IMG MNT & $cmd; sqfs-seal -q --keep MNT; fusermount3 -u MNT"
+					cmd="sqfs-stage -f -o comp=$OURS,block_size=$BS,jobs=$j$XOPTS IMG MNT & $cmd; sqfs-seal --json --keep MNT; fusermount3 -u MNT"
 					note_cmd scale "stage/$c" "$cmd"
 					spool_inodes_reset
 					t0=$EPOCHREALTIME

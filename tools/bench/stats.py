@@ -168,17 +168,19 @@ def report(path, mode):
             table(G, tools, pairs, m, t, out)
         out.append("#### sqfs-stage: producer, daemon and compression backlog\n")
         out.append("| case | comp | jobs | producer wall | seal latency | teardown | daemon CPU | daemon peak RSS "
-                   "| backlog max (bytes) | backlog at producer exit (bytes / files) |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+                   "| backlog max (bytes) | backlog at producer exit (bytes / files) "
+                   "| fragment blocks the seal compressed / all |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for case, comp, jobs in G.cases():
             k = (case, comp, jobs, "stage")
             if k not in G.g:
                 continue
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |" % (
                 case, comp, jobs, fmt(G.med(k, "producer_s"), "_s"), fmt(G.med(k, "seal_s"), "_s"),
                 fmt(G.med(k, "teardown_s"), "_s"), fmt(G.med(k, "daemon_cpu_s"), "_s"), fmt(G.med(k, "daemon_hwm_kb"), "_kb"),
                 fmt(G.med(k, "backlog_max_bytes"), "bytes"), fmt(G.med(k, "backlog_exit_bytes"), "bytes"),
-                fmt(G.med(k, "backlog_exit_files"), "")))
+                fmt(G.med(k, "backlog_exit_files"), ""), fmt(G.med(k, "seal_frags"), ""),
+                fmt(G.med(k, "frags"), "")))
         out.append("")
     elif mode == "fuse":
         tools = [t for t in ["mount", "tmpfs"] if t in tools_present]
