@@ -1450,9 +1450,12 @@ static void seal_request(fuse_req_t req, size_t size)
 	free(msg);
 	/*
 	 * A good moment to start the journal afresh (it only grows otherwise),
-	 * but after the reply: the image is complete, and the unmount that
-	 * usually follows removes the journal anyway.
+	 * but after the reply, which must then really go (a ring sends it
+	 * once the handler returns): the image is complete, and the unmount
+	 * that usually follows removes the journal anyway.  62 399 inodes
+	 * take 27 ms to write again.
 	 */
+	stage_uring_answer_now(s);
 	if (!ret) {
 		lock(s);
 		if (s->datafd >= 0) {

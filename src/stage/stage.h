@@ -410,6 +410,14 @@ uint64_t stage_uring_served(const struct stage *s);
  */
 void stage_uring_unpin(struct stage *s);
 void stage_uring_repin(struct stage *s);
+/*
+ * A ring's answers go to the kernel with the thread's next wait, once the
+ * handler returns.  A handler with more to do after its answer sends it
+ * now with this, and must not touch its request afterwards (the entry is
+ * the kernel's again).  A no-op on any other thread: /dev/fuse answers at
+ * once.
+ */
+void stage_uring_answer_now(struct stage *s);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops stage_ops;

@@ -406,6 +406,24 @@ static int ent_answer(struct ur_queue *q, struct ur_ent *x, uint64_t unique,
 	return 1;
 }
 
+void stage_uring_answer_now(struct stage *s)
+{
+	struct ur_ent *e = cur_ent;
+
+	(void)s;
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->q->sq_lock);
+	if (e->serving && e->answered) {
+		/* serve() then finds nothing left to commit. */
+		e->serving = 0;
+		e->answered = 0;
+		ent_commit(e->q, e);
+		(void)sq_flush(e->q);
+	}
+	pthread_mutex_unlock(&e->q->sq_lock);
+}
+
 int stage_uring_reply(struct stage *s, const struct iovec *iov, int count, ssize_t *res)
 {
 	struct stage_uring *u = __atomic_load_n(&s->uring, __ATOMIC_ACQUIRE);
