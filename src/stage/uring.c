@@ -422,6 +422,8 @@ void stage_uring_answer_now(struct stage *s)
 		(void)sq_flush(e->q);
 	}
 	pthread_mutex_unlock(&e->q->sq_lock);
+	/* The entry is the kernel's again: nothing here may take it for ours. */
+	cur_ent = NULL;
 }
 
 int stage_uring_reply(struct stage *s, const struct iovec *iov, int count, ssize_t *res)
