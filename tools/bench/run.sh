@@ -116,8 +116,11 @@ Output (DATE = UTC start time, HOST = hostname -s):
 Environment: BENCH_CACHE BENCH_SIZE BENCH_SEED (corpus), BENCH_WORK,
 BENCH_TMPFS_SIZE (default 50% of RAM), BENCH_FUSE_FILES, BENCH_FUSE_SEQ,
 BENCH_SCALE_FILES, BENCH_SCALE_BIG, BENCH_STAGE_OPTS (more sqfs-stage -o
-options for every mount, e.g. no_prepack; shown in the commands),
-BENCH_DROP_CACHES (see Method).
+options for every mount, e.g. no_prepack or no_background; shown in the
+commands), BENCH_FUSE_CASES (the fuse mode's cases, default
+cp,files,seqwrite), BENCH_IDLE_SPIN (N busy loops at SCHED_IDLE for the
+whole run, to measure what CPU work beside a producer costs it even at the
+lowest priority; in the header), BENCH_DROP_CACHES (see Method).
 Exit status: 0 done, 1 a command failed (the script stops at once), 2 usage.
 EOF
 }
@@ -176,6 +179,12 @@ if [[ -z $BUILD ]]; then
 	done
 fi
 XOPTS=${BENCH_STAGE_OPTS:+,$BENCH_STAGE_OPTS}
+IDLE_SPIN=${BENCH_IDLE_SPIN:-0}
+[[ $IDLE_SPIN =~ ^[0-9]+$ ]] || die "BENCH_IDLE_SPIN wants a number"
+FUSE_CASES=${BENCH_FUSE_CASES:-cp,files,seqwrite}
+for c in ${FUSE_CASES//,/ }; do
+	case $c in cp|files|seqwrite) ;; *) die "BENCH_FUSE_CASES: unknown case '$c' (cp, files, seqwrite)" ;; esac
+done
 PACK=$BUILD/tools/sqfs-pack STAGE=$BUILD/tools/sqfs-stage/sqfs-stage SEAL=$BUILD/tools/sqfs-stage/sqfs-seal
 for t in "$PACK" "$STAGE" "$SEAL"; do
 	[[ -x $t ]] || die "'$t' not built (meson setup build-b -Dbuildtype=release && ninja -C build-b)"
@@ -203,7 +212,7 @@ if [[ ${WORK_FS%% *} == ext4 ]]; then
 fi
 DROP_CACHES=${BENCH_DROP_CACHES:-$WORK_NOJOURNAL}
 TMPFS=$WORK/tmpfs
-MOUNTS=() PIDS=() TMPFS_MOUNTED=0
+MOUNTS=() PIDS=() SPINS=() TMPFS_MOUNTED=0
 
 cleanup() {
 	local rc=$? i
@@ -211,7 +220,7 @@ cleanup() {
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
 		fusermount3 -u -z "${MOUNTS[i]}" 2>/dev/null
 	done
-	for i in "${PIDS[@]}"; do kill "$i" 2>/dev/null; done
+	for i in "${PIDS[@]}" "${SPINS[@]}"; do kill "$i" 2>/dev/null; done
 	sleep 0.3
 	for i in "${PIDS[@]}"; do kill -9 "$i" 2>/dev/null; done
 	[[ $TMPFS_MOUNTED -eq 1 ]] && umount -l "$TMPFS" 2>/dev/null
@@ -624,7 +633,7 @@ fuse_cmd() {
 mode_fuse() {
 	local comps=${COMPS:-zstd} rep c comp j t0 t1 img mnt cmd dst
 	for ((rep = 1; rep <= REPS; rep++)); do
-		for c in cp files seqwrite; do
+		for c in ${FUSE_CASES//,/ }; do
 			for comp in ${comps//,/ }; do
 				comp_args "$comp"
 				for j in ${JOBS//,/ }; do
@@ -771,6 +780,8 @@ header() {	# MODE
 	echo "- FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')$([[ $FUSE_URING != keep ]] && echo " (set by --fuse-uring $FUSE_URING)")"
 	echo "- work dir file system: ${WORK_FS:-?}$([[ $WORK_NOJOURNAL -eq 1 ]] && echo ', ext4 without a journal')$([[ $DROP_CACHES -eq 1 ]] && echo "; before each mount the script synced, dropped the clean caches (freed inodes, see run.sh --help) and read the corpus again")"
 	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again after each cache drop)')"
+	[[ $IDLE_SPIN -gt 0 ]] && echo "- **load beside every sample: $IDLE_SPIN busy loop(s) at SCHED_IDLE** (\`BENCH_IDLE_SPIN=$IDLE_SPIN\`: \`chrt -i 0 sh -c 'while :; do :; done'\`)"
+	[[ -n ${BENCH_STAGE_OPTS-} ]] && echo "- extra options of every mount: \`BENCH_STAGE_OPTS=$BENCH_STAGE_OPTS\`"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- work dir (images, spools): \`$WORKBASE\` on $(df -T "$WORKBASE" | awk 'NR==2 {print $2, $1}'); tmpfs trees: private tmpfs"
 	echo "- sqfs-stage: \`$SRC_HEAD\`$SRC_STATE, branch $(git -C "$REPO" rev-parse --abbrev-ref HEAD), build \`$BUILD\` ($(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("buildtype","optimization","b_ndebug")))' 2>/dev/null || echo '?')); $("$PACK" --version 2>&1 | head -n1)"
@@ -804,6 +815,10 @@ ARGS="--corpus $CORPUS --reps $REPS --jobs $JOBS --modes $MODES${COMPS:+ --comps
 [[ -n $TAG ]] && ARGS+=" --tag $TAG"
 log "corpus $CDIR; results $BASE-*; work $WORK"
 warm
+for ((i = 0; i < IDLE_SPIN; i++)); do
+	chrt -i 0 sh -c 'while :; do :; done' &
+	SPINS+=($!)
+done
 for m in ${MODES//,/ }; do
 	log "=== mode $m"
 	"mode_$m"
