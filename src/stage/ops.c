@@ -124,6 +124,22 @@ static int get_dir(struct stage *s, fuse_ino_t ino, const char *name,
 	return 0;
 }
 
+/* The entry NAME of directory PARENT, for the calls that remove it. */
+static int get_child(struct stage *s, fuse_ino_t parent, const char *name,
+		     struct snode **dir, struct snode **child)
+{
+	struct sdirent *d;
+	int err = get_dir(s, parent, name, dir);
+
+	if (err)
+		return err;
+	d = dir_find(*dir, name, strlen(name));
+	if (!d)
+		return ENOENT;
+	*child = d->node;
+	return 0;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct stage *s = userdata;
@@ -618,19 +634,12 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct stage *s = S(req);
 	struct snode *dir, *n;
-	struct sdirent *d;
 	int err;
 
 	lock(s);
-	err = get_dir(s, parent, name, &dir);
+	err = get_child(s, parent, name, &dir, &n);
 	if (err)
 		goto out;
-	d = dir_find(dir, name, strlen(name));
-	if (!d) {
-		err = ENOENT;
-		goto out;
-	}
-	n = d->node;
 	if (S_ISDIR(n->mode)) {
 		err = EISDIR;
 		goto out;
@@ -650,19 +659,12 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct stage *s = S(req);
 	struct snode *dir, *n;
-	struct sdirent *d;
 	int err;
 
 	lock(s);
-	err = get_dir(s, parent, name, &dir);
+	err = get_child(s, parent, name, &dir, &n);
 	if (err)
 		goto out;
-	d = dir_find(dir, name, strlen(name));
-	if (!d) {
-		err = ENOENT;
-		goto out;
-	}
-	n = d->node;
 	if (!S_ISDIR(n->mode)) {
 		err = ENOTDIR;
 		goto out;
