@@ -88,8 +88,10 @@ script):
   scaling   sqfs-pack DIR and mksquashfs DIR with jobs 1..nproc per compressor:
             wall, speed-up over the smallest jobs value, efficiency, CPU.
 
-Method: warm page cache (the corpus is read once before the first
-repetition, never dropped); images, spools and the mount's backing files go
+Method: warm page cache (the corpus, its tree, corpus.tar and
+rootfs.tar.xz, is read before every sample, untimed: proactive reclaim such
+as DAMON's pages out file pages left idle for a minute, and would bill the
+refaults to the first tool of a case); images, spools and the mount's backing files go
 to BENCH_WORK (default /var/tmp/sqfs-stage-bench, the disk), tmpfs trees to a
 private tmpfs mounted under it; \`sync\` (untimed) after every sample so that
 one tool's write-back is not billed to the next.  sqfs-pack fsyncs its image
@@ -269,7 +271,11 @@ comp_args() {
 
 # --- sample bookkeeping ----------------------------------------------------------
 S=$WORK/sample	# the current sample's .time/.end files
-new_sample() { rm -rf "$S"; mkdir -p "$S"; rm -rf "$WORK/img"; mkdir -p "$WORK/img"; }
+# Every sample starts with the corpus just read (untimed): a kernel's
+# proactive reclaim (DAMON here: page cache untouched for 60 s) otherwise
+# bills the refaults to whichever tool reads the tree first after samples
+# that read only corpus.tar, always ours in a fixed order.
+new_sample() { rm -rf "$S"; mkdir -p "$S"; rm -rf "$WORK/img"; mkdir -p "$WORK/img"; warm quiet; }
 # record MODE CASE COMP JOBS TOOL REP WALL IMAGE CMD [k=v...]
 record() {
 	local mode=$1 case=$2 comp=$3 jobs=$4 tool=$5 rep=$6 wall=$7 img=$8 cmd=$9
@@ -779,7 +785,7 @@ header() {	# MODE
 	echo "- CPU idle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none), governor $(cat /sys/devices/system/cpu/cpuidle/current_governor 2>/dev/null || cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo none)$([[ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]] && echo ", guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)")"
 	echo "- FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')$([[ $FUSE_URING != keep ]] && echo " (set by --fuse-uring $FUSE_URING)")"
 	echo "- work dir file system: ${WORK_FS:-?}$([[ $WORK_NOJOURNAL -eq 1 ]] && echo ', ext4 without a journal')$([[ $DROP_CACHES -eq 1 ]] && echo "; before each mount the script synced, dropped the clean caches (freed inodes, see run.sh --help) and read the corpus again")"
-	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again after each cache drop)')"
+	echo "- proactive reclaim (DAMON kdamonds on): $(cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | grep -c '^on$' || true)$(grep -qx on /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null && echo ' (the corpus is read again before every sample)')"
 	[[ $IDLE_SPIN -gt 0 ]] && echo "- **load beside every sample: $IDLE_SPIN busy loop(s) at SCHED_IDLE** (\`BENCH_IDLE_SPIN=$IDLE_SPIN\`: \`chrt -i 0 sh -c 'while :; do :; done'\`)"
 	[[ -n ${BENCH_STAGE_OPTS-} ]] && echo "- extra options of every mount: \`BENCH_STAGE_OPTS=$BENCH_STAGE_OPTS\`"
 	echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}') ($(awk '/MemTotal/ {print $2, $3}' /proc/meminfo)); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -789,7 +795,7 @@ header() {	# MODE
 	echo "- others: $(cp --version | head -n1); $(tar --version | head -n1); $(xz --version | head -n1); $(dd --version | head -n1); Python $(python3 -c 'import platform; print(platform.python_version())'); fuse $(fusermount3 -V 2>&1 | awk '{print $NF}')"
 	echo "- corpus \`$CDIR\`:"
 	sed 's/^/    /' "$CDIR/info.txt"
-	echo "- run: \`tools/bench/run.sh $ARGS\`; $REPS repetition(s) per case, interleaved (repetition 1 of every case and tool, then repetition 2, ...); warm page cache (corpus read once before the first repetition, and again after each cache drop); \`sync\` between samples (untimed)"
+	echo "- run: \`tools/bench/run.sh $ARGS\`; $REPS repetition(s) per case, interleaved (repetition 1 of every case and tool, then repetition 2, ...); warm page cache (corpus read before every sample, untimed, and again after each cache drop); \`sync\` between samples (untimed)"
 	echo "- timing: every process under GNU time (\`/usr/bin/time -f '%e %U %S %M'\`, the sqfs-stage daemon too: run with -f under it); wall of a sample measured around the whole case; CPU = user+sys summed over every process of the sample; RSS = the largest process's peak (VmHWM); raw samples with each process's numbers in \`$(basename "$CSV")\`"
 	echo
 	echo "### Commands"
