@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# corpus.sh debian|generated: build (once) and print the directory of a
+# corpus.sh debian|generated|PATH: build (once) and print the directory of a
 # benchmark corpus.  Cached under $BENCH_CACHE (default
 # /var/cache/sqfs-stage-bench); delete a corpus directory to rebuild it.
 #
@@ -21,6 +21,13 @@
 #            depends on the machine: info.txt records it.
 # generated  gencorpus.py DIR $BENCH_SIZE $BENCH_SEED (small|full, seed 4):
 #            deterministic, no network.  See tools/README.
+# PATH       your own corpus: a directory (copied with cp -a, so owners,
+#            modes, times, hard links and xattrs come along) or a tar archive
+#            (plain or compressed, unpacked with tar -xp --xattrs).  Cached as
+#            path-NAME-HASH (HASH of the real path) and built again when the
+#            source changed: for a directory its listing (names, sizes,
+#            modes, owners, mtimes, link targets), for an archive its size and
+#            mtime.  BENCH_SIZE does not apply.
 set -Eeuo pipefail
 export LC_ALL=C
 trap 'echo "corpus: ERROR: line $LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
@@ -34,27 +41,57 @@ TAROPTS=(--numeric-owner --xattrs --xattrs-include='*')
 log() { printf 'corpus: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-[[ $# -eq 1 ]] || { echo "usage: $0 debian|generated  (env: BENCH_CACHE BENCH_SIZE=small|full BENCH_SEED BENCH_DEBIAN_MB)" >&2; exit 2; }
+[[ $# -eq 1 ]] || { echo "usage: $0 debian|generated|PATH  (env: BENCH_CACHE BENCH_SIZE=small|full BENCH_SEED BENCH_DEBIAN_MB)" >&2; exit 2; }
 KIND=$1
 case $SIZE in small|full) ;; *) die "BENCH_SIZE must be small or full, not '$SIZE'";; esac
+SRC= SOURCE_ID=
 case $KIND in
 	debian) NAME=debian-$SIZE ;;
 	generated) NAME=generated-$SIZE-s$SEED ;;
-	*) die "unknown corpus '$KIND' (debian or generated)" ;;
+	*)
+		[[ -d $KIND || -f $KIND ]] ||
+			die "unknown corpus '$KIND': debian, generated, or the path of a directory or a tar archive"
+		SRC=$(realpath -- "$KIND")
+		base=$(basename -- "$SRC" | tr -c 'A-Za-z0-9._\n-' '_')
+		NAME=path-$base-$(printf '%s' "$SRC" | sha256sum | cut -c1-12)
+		# What the cached copy was made from: rebuilt when this changes.
+		if [[ -d $SRC ]]; then
+			SOURCE_ID="directory $SRC, listing $(cd "$SRC" && find . -printf '%p %s %m %U %G %T@ %l\n' | sort | sha256sum | cut -c1-16)"
+		else
+			SOURCE_ID="archive $SRC, $(stat -c '%s bytes, mtime %Y' "$SRC")"
+		fi
+		KIND=path
+		;;
 esac
 DIR=$CACHE/$NAME
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock-$NAME"
 flock 9
 if [[ -s $DIR/info.txt && -d $DIR/tree && -s $DIR/corpus.tar && -s $DIR/rootfs.tar.xz ]]; then
-	log "reusing $DIR"
-	echo "$DIR"
-	exit 0
+	if [[ -z $SOURCE_ID || $(cat "$DIR/source.txt" 2>/dev/null) == "$SOURCE_ID" ]]; then
+		log "reusing $DIR"
+		echo "$DIR"
+		exit 0
+	fi
+	log "$SRC changed since $DIR was made: building it again"
 fi
 rm -rf "$DIR"
 mkdir -p "$DIR"
 how=
 case $KIND in
+path)
+	mkdir "$DIR/tree"
+	if [[ -d $SRC ]]; then
+		log "copying $SRC"
+		cp -a "$SRC/." "$DIR/tree/"
+		how="copy (cp -a) of the directory $SRC of $(hostname) $(date -u +%F)"
+	else
+		log "unpacking $SRC"
+		tar "${TAROPTS[@]}" -C "$DIR/tree" -xpf "$SRC"
+		how="tar -xp of the archive $SRC of $(hostname) $(date -u +%F)"
+	fi
+	printf '%s\n' "$SOURCE_ID" >"$DIR/source.txt"
+	;;
 generated)
 	log "generating $SIZE corpus (seed $SEED) into $DIR/tree"
 	python3 "$HERE/gencorpus.py" "$DIR/tree" "$SIZE" "$SEED" >&2

@@ -18,9 +18,12 @@ dev/suid, a private tmpfs), /usr/bin/time (Debian package 'time'), fusermount3,
 python3, and the peers (tools/deps.sh installs them).
 
 Options:
-  --corpus debian|generated   input corpus (default generated); built and
-                        cached by tools/bench/corpus.sh (BENCH_SIZE=small|full,
-                        default full; BENCH_CACHE, default /var/cache/sqfs-stage-bench)
+  --corpus debian|generated|PATH   input corpus (default generated); built
+                        and cached by tools/bench/corpus.sh (BENCH_SIZE=small|full,
+                        default full; BENCH_CACHE, default /var/cache/sqfs-stage-bench).
+                        PATH: your own tree, a directory or a tar archive (plain
+                        or compressed), copied into the cache once (again when it
+                        changes); corpus.tar and rootfs.tar.xz are made from it
   --reps N              repetitions of every case (default 3).  Interleaved:
                         repetition 1 of every case and tool, then repetition 2...
   --jobs LIST           compression threads, comma separated (default 1,$NPROC)
@@ -153,7 +156,11 @@ done
 die() { printf 'bench: ERROR: %s\n' "$*" >&2; exit 1; }
 log() { printf 'bench [%(%H:%M:%S)T]: %s\n' -1 "$*" >&2; }
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --reps wants a positive number" >&2; exit 2; }
-case $CORPUS in debian|generated) ;; *) echo "run.sh: --corpus debian|generated" >&2; exit 2 ;; esac
+case $CORPUS in
+debian|generated) ;;
+*) [[ -d $CORPUS || -f $CORPUS ]] ||
+	{ echo "run.sh: --corpus debian|generated|PATH (a directory or a tar archive), not '$CORPUS'" >&2; exit 2; } ;;
+esac
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 case $FUSE_URING in
 keep) ;;
