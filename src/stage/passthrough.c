@@ -32,7 +32,7 @@
  * file found without it, and not setuid, is marked S_NOSEC until its
  * attributes are next refreshed), and no longer fetches the attributes
  * before every chown.  In exchange we clear setuid and setgid ourselves
- * when a setattr says to (op_setattr).
+ * when a setattr says to (stage_op_setattr, ops_attr.c).
  */
 #include <errno.h>
 #include <fcntl.h>

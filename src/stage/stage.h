@@ -194,7 +194,7 @@ struct stage {
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
 	uint64_t pass;
 	int final_status;	/* exit status of the daemon */
-	/* The last removal of security.capability: whose, by whom (ops.c). */
+	/* The last removal of security.capability: whose, by whom (ops_xattr.c). */
 	fuse_ino_t capdrop_ino;
 	pid_t capdrop_pid;
 };

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The control requests sqfs-seal and the status probe send: a getxattr of
+ * STAGE_SEAL_XATTR or STAGE_STATUS_XATTR on the root.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "stage/ops.h"
+
+void stage_op_seal(fuse_req_t req, size_t size)
+{
+	struct stage *s = S(req);
+	char *msg = NULL, *val = NULL;
+	int ret;
+
+	if (!size) {
+		/* Sizing probe: do not seal twice; promise enough room. */
+		fuse_reply_xattr(req, 4096);
+		return;
+	}
+	stage_uring_unpin(s);
+	lock(s);
+	ret = stage_seal(s, &msg);
+	unlock(s);
+	stage_uring_repin(s);
+	if (ret) {
+		stage_log(s, LOG_ERR, "seal of %s failed: %s", s->image, msg ? msg : "out of memory");
+		if (asprintf(&val, "error: %s", msg ? msg : "out of memory") < 0)
+			val = NULL;
+	} else {
+		stage_log(s, LOG_INFO, "sealed %s", s->image);
+		val = msg;
+		msg = NULL;
+	}
+	if (!val)
+		fuse_reply_err(req, ENOMEM);
+	else
+		reply_value(req, val, strlen(val), size);
+	free(val);
+	free(msg);
+	/*
+	 * A good moment to start the journal afresh (it only grows otherwise),
+	 * but after the reply, which must then really go (a ring sends it
+	 * once the handler returns): the image is complete, and the unmount
+	 * that usually follows removes the journal anyway.  62 399 inodes
+	 * take 27 ms to write again.
+	 */
+	stage_uring_answer_now(s);
+	if (!ret) {
+		lock(s);
+		if (s->datafd >= 0) {
+			ret = stage_jnl_rewrite(s);
+			if (ret)
+				stage_log(s, LOG_WARNING, "rewriting the journal in %s: %s",
+					  s->spool, strerror(-ret));
+		}
+		unlock(s);
+	}
+}
+
+void stage_op_status(fuse_req_t req, size_t size)
+{
+	struct stage *s = S(req);
+	struct stage_bg_status st;
+	char buf[1024];
+	int len;
+
+	if (!size) {
+		/*
+		 * Sizing probe: the numbers may grow a digit before the read
+		 * that follows, which would then fail with ERANGE; promise
+		 * room for any value instead (the read returns its length).
+		 */
+		fuse_reply_xattr(req, sizeof(buf));
+		return;
+	}
+	lock(s);
+	stage_bg_status(s, &st);
+	len = snprintf(buf, sizeof(buf),
+		       "{\"background\": %s, \"queued_files\": %llu, \"queued_bytes\": %llu, "
+		       "\"busy\": %d, \"stored_blocks\": %llu, \"stored_bytes\": %llu, "
+		       "\"open_writers\": %llu, \"passthrough\": %s, \"passthrough_opens\": %llu, "
+		       "\"rehearsals\": %llu, \"rehearsal_current\": %s, "
+		       "\"prepacked_fragments\": %llu, \"rehearsals_deferred\": %llu, "
+		       "\"rehearsals_too_big\": %llu, "
+		       "\"uring_requests\": %llu, \"killpriv\": %s, \"volatile\": %s}",
+		       s->bg ? "true" : "false", (unsigned long long)st.queued_files,
+		       (unsigned long long)st.queued_bytes, st.busy,
+		       (unsigned long long)st.stored_blocks,
+		       (unsigned long long)st.stored_bytes,
+		       (unsigned long long)s->total_writers,
+		       stage_pt_wanted(s) ? "true" : "false",
+		       (unsigned long long)stage_pt_opens(s),
+		       (unsigned long long)st.rehearsals,
+		       st.rehearsal_current ? "true" : "false",
+		       (unsigned long long)st.stored_frags,
+		       (unsigned long long)st.rehearsals_deferred,
+		       (unsigned long long)st.rehearsals_too_big,
+		       (unsigned long long)stage_uring_served(s),
+		       stage_pt_killpriv(s) ? "true" : "false",
+		       s->no_sync ? "true" : "false");
+	unlock(s);
+	reply_value(req, buf, (size_t)len, size);
+}

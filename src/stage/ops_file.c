@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Open files: their handles, data through the daemon, fsync. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stage/ops.h"
+
+/* Open the spool file of n for a new handle.  Lock held; errno or 0. */
+static int open_handle(struct stage *s, struct snode *n, int fd,
+		       struct fuse_file_info *fi)
+{
+	struct fhandle *h;
+	char name[32];
+
+	if (fd < 0) {
+		if (!n->links)
+			return ENOENT;
+		snprintf(name, sizeof(name), "%llu", (unsigned long long)n->ino);
+		fd = openat(s->datafd, name, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		close(fd);
+		return ENOMEM;
+	}
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && n->size) {
+		stage_pt_sync(s, n);
+		if (ftruncate(fd, 0)) {
+			int e = errno;
+
+			close(fd);
+			free(h);
+			return e;
+		}
+		stage_bg_changed(s, n, 0, UINT64_MAX);
+		n->size = 0;
+		touch(s, n, 1, 1);
+		stage_pt_settled(s, n);
+		s->gen++;
+	}
+	h->fd = fd;
+	h->n = n;
+	h->writer = (fi->flags & O_ACCMODE) != O_RDONLY;
+	n->opens++;
+	if (h->writer) {
+		n->writers++;
+		s->total_writers++;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->keep_cache = 1;
+	/*
+	 * Writes reach the spool before they are answered, so a close has
+	 * nothing left to report: spare every close a round trip.
+	 */
+	fi->noflush = 1;
+	/* Last: from here on the open cannot fail. */
+	stage_pt_open(s, n, fd, fi->flags);
+	return 0;
+}
+
+void stage_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct snode *n;
+	int err;
+
+	lock(s);
+	n = stage_get(s, ino);
+	if (!n)
+		err = ENOENT;
+	else if (S_ISDIR(n->mode))
+		err = EISDIR;
+	else if (!S_ISREG(n->mode))
+		err = ENXIO;
+	else
+		err = open_handle(s, n, -1, fi);
+	unlock(s);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_open(req, fi);
+}
+
+void stage_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct fuse_entry_param e;
+	int err, fd = -1;
+
+	lock(s);
+	err = stage_op_make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e, &fd);
+	if (!err) {
+		err = open_handle(s, stage_get(s, e.ino), fd, fi);
+		if (err) {
+			/* Undo: the kernel never saw the entry. */
+			struct snode *dir = stage_get(s, parent), *n = stage_get(s, e.ino);
+
+			sdir_del(s, dir, name, strlen(name));
+			n->nlookup = 0;
+			node_unlinked(s, n);
+			stage_maybe_free(s, n);
+		}
+	}
+	unlock(s);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_create(req, &e, fi);
+}
+
+void stage_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	(void)ino;
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = FH(fi)->fd;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+/* After a write or an allocation: the size from the spool file. */
+static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint64_t len)
+{
+	struct stat st;
+
+	lock(s);
+	stage_pt_sync(s, h->n);
+	stage_bg_changed(s, h->n, off, len);
+	if (!fstat(h->fd, &st) && (uint64_t)st.st_size != h->n->size) {
+		/*
+		 * The old last block changed length (a write past the end
+		 * may leave a gap): its stored form goes, wherever off was.
+		 */
+		stage_bg_changed(s, h->n, h->n->size < (uint64_t)st.st_size ?
+				 h->n->size : (uint64_t)st.st_size, UINT64_MAX);
+		h->n->size = (uint64_t)st.st_size;
+	}
+	touch(s, h->n, 1, 1);
+	stage_pt_settled(s, h->n);
+	s->gen++;
+	unlock(s);
+}
+
+void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
+			off_t off, struct fuse_file_info *fi)
+{
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	struct fhandle *h = FH(fi);
+	struct stage *s = S(req);
+	ssize_t res;
+
+	(void)ino;
+	/* As a file system's maximum file size: a short write, then EFBIG. */
+	if (off < 0 || (uint64_t)off >= s->file_max) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
+	if (out.buf[0].size > s->file_max - (uint64_t)off)
+		out.buf[0].size = s->file_max - (uint64_t)off;
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = h->fd;
+	out.buf[0].pos = off;
+	res = fuse_buf_copy(&out, in, 0);
+	if (res < 0) {
+		fuse_reply_err(req, (int)-res);
+		return;
+	}
+	data_changed(s, h, (uint64_t)off, (uint64_t)res);
+	fuse_reply_write(req, (size_t)res);
+}
+
+void stage_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct fhandle *h = FH(fi);
+
+	(void)ino;
+	close(h->fd);
+	lock(s);
+	stage_pt_release(s, h->n, h->writer);
+	h->n->opens--;
+	if (h->writer) {
+		h->n->writers--;
+		s->total_writers--;
+		pthread_cond_broadcast(&s->released);
+		stage_bg_released(s, h->n);
+	}
+	stage_maybe_free(s, h->n);
+	unlock(s);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+/* Flush fd (if >= 0) and the changes p plans, the latter in the syncer. */
+int stage_op_flush_both(struct stage *s, int fd, int datasync, struct stage_jnl_plan *p)
+{
+	int err = 0, ret, helped;
+
+	helped = fd >= 0 && stage_syncer_give(s, p);
+	if (fd >= 0 && (datasync ? fdatasync(fd) : fsync(fd)))
+		err = errno;
+	ret = helped ? stage_syncer_wait(s) : stage_jnl_plan_run(p);
+	lock(s);
+	stage_jnl_plan_done(s, p, ret);
+	unlock(s);
+	return err ? err : -ret;
+}
+
+void stage_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		    struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct stage_jnl_plan p;
+	int err;
+
+	(void)ino;
+	/* The kernel then answers every later fsync itself (volatile.c). */
+	if (s->no_sync) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	/* Its name and attributes: the journal, which holds all changes so far. */
+	lock(s);
+	stage_pt_sync(s, FH(fi)->n);
+	err = -stage_jnl_plan(s, FH(fi)->n->ino, &p);
+	unlock(s);
+	if (!err)
+		err = stage_op_flush_both(s, FH(fi)->fd, datasync, &p);
+	fuse_reply_err(req, err);
+}
+
+void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+			off_t len, struct fuse_file_info *fi)
+{
+	(void)ino;
+	if (!(mode & FALLOC_FL_KEEP_SIZE) &&
+	    (off < 0 || len < 0 || (uint64_t)off + (uint64_t)len > S(req)->file_max)) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
+	if (fallocate(FH(fi)->fd, mode, off, len)) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	/* Punching or zeroing can change the size's block too. */
+	data_changed(S(req), FH(fi), (uint64_t)off, (uint64_t)len);
+	fuse_reply_err(req, 0);
+}
+
+void stage_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		    struct fuse_file_info *fi)
+{
+	off_t r;
+
+	(void)ino;
+	r = lseek(FH(fi)->fd, off, whence);
+	if (r < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, r);
+}
