@@ -356,12 +356,11 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 {
 	struct stage *s = bg->s;
 	uint64_t hole_end = 0, probe = UINT64_MAX;
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 	size_t k;
 	int fd;
 
-	snprintf(name, sizeof(name), "%llu", (unsigned long long)bg->ino);
-	fd = openat(s->datafd, name, O_RDONLY | O_CLOEXEC);
+	fd = openat(s->datafd, stage_spool_name(name, bg->ino), O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	for (k = 0; k < ntodo; k++) {

@@ -824,7 +824,7 @@ static int settle(struct stage *s, uint64_t *dropped)
 	size_t i, k;
 	struct snode *n, *next;
 	struct sdirent *d, *dn;
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 	struct stat st;
 
 	for (i = 0; i < s->islots; i++) {
@@ -839,8 +839,7 @@ static int settle(struct stage *s, uint64_t *dropped)
 					dn = d->next;
 					if (!S_ISREG(c->mode))
 						continue;
-					snprintf(name, sizeof(name), "%llu", (unsigned long long)c->ino);
-					if (!fstatat(s->datafd, name, &st, 0)) {
+					if (!fstatat(s->datafd, stage_spool_name(name, c->ino), &st, 0)) {
 						c->size = (uint64_t)st.st_size;
 						continue;
 					}
@@ -862,10 +861,8 @@ static int settle(struct stage *s, uint64_t *dropped)
 			next = n->hnext;
 			if (n->links)
 				continue;
-			if (S_ISREG(n->mode)) {
-				snprintf(name, sizeof(name), "%llu", (unsigned long long)n->ino);
-				unlinkat(s->datafd, name, 0);
-			}
+			if (S_ISREG(n->mode))
+				unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
 			stage_node_drop(s, n);
 		}
 	}

@@ -337,7 +337,7 @@ void stage_node_drop(struct stage *s, struct snode *n)
 
 void node_unlinked(struct stage *s, struct snode *n)
 {
-	char p[64];
+	char name[STAGE_SPOOL_NAME_SIZE];
 
 	n->links--;
 	node_touch(n, 0, 1);
@@ -345,8 +345,7 @@ void node_unlinked(struct stage *s, struct snode *n)
 		/* No seal takes its stored blocks any more: free their space. */
 		stage_bg_changed(s, n, 0, UINT64_MAX);
 		/* Open handles keep their own fds, so the data lives on. */
-		snprintf(p, sizeof(p), "%llu", (unsigned long long)n->ino);
-		unlinkat(s->datafd, p, 0);
+		unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
 		/*
 		 * No seal takes it any more: its stored blocks go now, not when
 		 * the kernel forgets the inode (later, at its own pace), so

@@ -38,7 +38,7 @@ void stage_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static int truncate_node(struct stage *s, struct snode *n, off_t size,
 			 struct fuse_file_info *fi)
 {
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 	int fd, ret = 0;
 
 	if (S_ISDIR(n->mode))
@@ -55,8 +55,7 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 	} else {
 		if (!n->links)
 			return ENOENT;
-		snprintf(name, sizeof(name), "%llu", (unsigned long long)n->ino);
-		fd = openat(s->datafd, name, O_WRONLY | O_CLOEXEC);
+		fd = openat(s->datafd, stage_spool_name(name, n->ino), O_WRONLY | O_CLOEXEC);
 		if (fd < 0)
 			return errno;
 		if (ftruncate(fd, size))

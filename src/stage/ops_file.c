@@ -14,13 +14,12 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 		       struct fuse_file_info *fi)
 {
 	struct fhandle *h;
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 
 	if (fd < 0) {
 		if (!n->links)
 			return ENOENT;
-		snprintf(name, sizeof(name), "%llu", (unsigned long long)n->ino);
-		fd = openat(s->datafd, name, O_RDWR | O_CLOEXEC);
+		fd = openat(s->datafd, stage_spool_name(name, n->ino), O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			return errno;
 	}

@@ -149,7 +149,7 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct snode *dir, *n;
 	gid_t gid = ctx->gid;
-	char sname[32];
+	char sname[STAGE_SPOOL_NAME_SIZE];
 	int err, fd = -1;
 
 	err = get_dir(s, parent, name, &dir);
@@ -176,7 +176,7 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 			goto nomem;
 	}
 	if (S_ISREG(mode)) {
-		snprintf(sname, sizeof(sname), "%llu", (unsigned long long)n->ino);
+		stage_spool_name(sname, n->ino);
 		fd = stage_spare_take(s, n->ino);
 		if (fd < 0)
 			fd = openat(s->datafd, sname, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);

@@ -264,12 +264,11 @@ static __thread int gone_read;
 static int rh_open(void *ctx, void *id, void **handle)
 {
 	struct stage *s = ctx;
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 
 	if (stage_bg_interrupted(s))
 		return -EINTR;
-	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)id);
-	if (fd_source_openat(s->datafd, name, handle))
+	if (fd_source_openat(s->datafd, stage_spool_name(name, (uintptr_t)id), handle))
 		*handle = &gone;
 	return 0;
 }

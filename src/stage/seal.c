@@ -46,13 +46,12 @@ static int src_open(void *ctx, void *id, void **handle)
 {
 	struct stage *s = ctx;
 	struct src *h = malloc(sizeof(*h));
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 	int ret;
 
 	if (!h)
 		return -ENOMEM;
-	snprintf(name, sizeof(name), "%llu", (unsigned long long)(uintptr_t)id);
-	ret = fd_source_openat(s->datafd, name, &h->fd);
+	ret = fd_source_openat(s->datafd, stage_spool_name(name, (uintptr_t)id), &h->fd);
 	if (ret) {
 		free(h);
 		return ret;

@@ -54,10 +54,9 @@ struct stage_spare {
 
 static void spare_unlink(struct stage_spare *sp, fuse_ino_t ino)
 {
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 
-	snprintf(name, sizeof(name), "%llu", (unsigned long long)ino);
-	unlinkat(sp->datafd, name, 0);
+	unlinkat(sp->datafd, stage_spool_name(name, ino), 0);
 }
 
 /* A spare whose number is passed by: the helper removes it, or we do now. */
@@ -72,7 +71,7 @@ static void spare_drop(struct stage_spare *sp, fuse_ino_t ino)
 static void *spare_main(void *arg)
 {
 	struct stage_spare *sp = arg;
-	char name[32];
+	char name[STAGE_SPOOL_NAME_SIZE];
 
 	pthread_setname_np(pthread_self(), "sqfs-spare");
 	pthread_mutex_lock(&sp->lock);
@@ -91,8 +90,8 @@ static void *spare_main(void *arg)
 
 			sp->making = ino;
 			pthread_mutex_unlock(&sp->lock);
-			snprintf(name, sizeof(name), "%llu", (unsigned long long)ino);
-			fd = openat(sp->datafd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+			fd = openat(sp->datafd, stage_spool_name(name, ino),
+				    O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 			pthread_mutex_lock(&sp->lock);
 			sp->making = 0;
 			sp->next = ino + 1;

@@ -117,6 +117,18 @@ static inline dev_t node_rdev(const struct snode *n)
 	return S_ISCHR(n->mode) || S_ISBLK(n->mode) ? n->rdev : 0;
 }
 
+/*
+ * A regular file's data is SPOOL/data/INO, its inode number in decimal:
+ * the name the journal's replay looks for, so every caller makes it here.
+ */
+#define STAGE_SPOOL_NAME_SIZE 21	/* UINT64_MAX's 20 digits and a NUL */
+
+static inline const char *stage_spool_name(char buf[STAGE_SPOOL_NAME_SIZE], uint64_t ino)
+{
+	snprintf(buf, STAGE_SPOOL_NAME_SIZE, "%llu", (unsigned long long)ino);
+	return buf;
+}
+
 /* A full block stored ahead of the seal: word as in the block list. */
 struct centry {
 	uint64_t off;		/* in SPOOL/blocks */
