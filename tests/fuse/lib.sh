@@ -137,12 +137,21 @@ stage_mount() {
 }
 
 # wait_daemon [EXPECTED_STATUS]: wait for $DPID to exit; check its status.
+# One still running after 30 s is a failure, and is killed: after a failed
+# seal the daemon rightly stays (the tree is kept), and a plain wait would
+# turn that failure into meson's timeout.
 wait_daemon() {
 	local want=${1-0} rc=0 i
 	for ((i = 0; i < 600; i++)); do
 		kill -0 "$DPID" 2>/dev/null || break
 		sleep 0.05
 	done
+	if kill -0 "$DPID" 2>/dev/null; then
+		fail "daemon $DPID still running 30 s after it should have exited; killed"
+		kill -9 "$DPID" 2>/dev/null
+		wait "$DPID" 2>/dev/null || true
+		return 0
+	fi
 	wait "$DPID" || rc=$?
 	if [[ $rc -ne $want ]]; then
 		fail "daemon exited with $rc, expected $want"
