@@ -25,12 +25,10 @@
  * Replay applies a batch's node states first (a new node's entry refers to
  * it), then its entries in order, and at the end drops what no entry names.
  *
- * Batch: u32 magic, u32 payload length, u64 xxh64 of the payload.
- * Records: u8 type, then fields little-endian (see put_* below).
+ * The format is in journal.h; the replay is journal_replay.c.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,11 +39,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "stage/journal.h"
 #include "stage/stage.h"
 #include "util/util.h"
 
-#define JNL_MAGIC 0x424a5153u	/* "SQJB" */
-#define JNL_HDR 16
 /*
  * Between seals the journal only grows; once it is this large and four
  * times what a snapshot of the tree took, it is rewritten as a snapshot.
@@ -58,8 +55,6 @@
  */
 #define JNL_WINDOW ((size_t)1 << 20)
 #define JNL_WINDOW_FREE_SHIFT 4
-
-enum { R_NODE = 1, R_ADD, R_DEL, R_XSET, R_XDEL };
 
 struct jbuf {
 	uint8_t *p;
@@ -596,357 +591,6 @@ out:
 	return ret;
 }
 
-/* ------------------------------------------------------------------ */
-/* Replay. */
-
-struct rd {
-	const uint8_t *p, *end;
-	int bad;
-};
-
-static const uint8_t *take(struct rd *r, size_t n)
-{
-	const uint8_t *p = r->p;
-
-	if (r->bad || (size_t)(r->end - r->p) < n) {
-		r->bad = 1;
-		return NULL;
-	}
-	r->p += n;
-	return p;
-}
-
-static uint32_t get32(struct rd *r)
-{
-	const uint8_t *p = take(r, 4);
-
-	return p ? get_le32(p) : 0;
-}
-
-static uint64_t get64(struct rd *r)
-{
-	const uint8_t *p = take(r, 8);
-
-	return p ? get_le64(p) : 0;
-}
-
-static void get_time(struct rd *r, struct timespec *t)
-{
-	t->tv_sec = (time_t)get64(r);
-	t->tv_nsec = (long)get32(r);
-}
-
-static int apply_node(struct stage *s, struct rd *r, int doit)
-{
-	fuse_ino_t ino = get64(r);
-	mode_t mode = get32(r);
-	uid_t uid = get32(r);
-	gid_t gid = get32(r);
-	dev_t rdev = (dev_t)get64(r);
-	struct timespec at, mt, ct;
-	struct snode *n;
-	uint32_t tlen;
-	const uint8_t *t;
-
-	get_time(r, &at);
-	get_time(r, &mt);
-	get_time(r, &ct);
-	tlen = get32(r);
-	t = take(r, tlen);
-	if (r->bad || ino < FUSE_ROOT_ID)
-		return -EINVAL;
-	if (!doit)
-		return 0;
-	n = stage_get(s, ino);
-	if (n && (n->mode & S_IFMT) != (mode & S_IFMT))
-		return -EINVAL;
-	if (!n) {
-		n = stage_new_node_ino(s, ino, mode, uid, gid, rdev);
-		if (!n)
-			return -ENOMEM;
-	}
-	n->mode = mode;
-	if (stage_node_set_owner(s, n, uid, gid))
-		return -ENOMEM;
-	if (S_ISCHR(n->mode) || S_ISBLK(n->mode))
-		n->rdev = rdev;
-	n->atime = at;
-	n->mtime = mt;
-	n->ctime = ct;
-	if (S_ISLNK(mode)) {
-		char *c = malloc(tlen + 1);
-
-		if (!c)
-			return -ENOMEM;
-		memcpy(c, t, tlen);
-		c[tlen] = '\0';
-		free(n->target);
-		n->target = c;
-	}
-	return 0;
-}
-
-static int apply_entry(struct stage *s, struct rd *r, int type, int doit)
-{
-	fuse_ino_t dino = get64(r);
-	fuse_ino_t child = type == R_ADD ? get64(r) : 0;
-	uint32_t len = get32(r);
-	const char *name = (const char *)take(r, len);
-	struct snode *dir, *n;
-
-	if (r->bad || !len || len > STAGE_NAME_MAX)
-		return -EINVAL;
-	if (!doit)
-		return 0;
-	dir = stage_get(s, dino);
-	if (!dir || !S_ISDIR(dir->mode))
-		return -EINVAL;
-	if (dir_find(dir, name, len))
-		dir_del(s, dir, name, len);
-	if (type == R_DEL)
-		return 0;
-	n = stage_get(s, child);
-	if (!n)
-		return -EINVAL;
-	return dir_add(s, dir, name, len, n);
-}
-
-static int apply_xattr(struct stage *s, struct rd *r, int type, int doit)
-{
-	fuse_ino_t ino = get64(r);
-	uint32_t len = get32(r), size = 0;
-	const uint8_t *name = take(r, len), *v = NULL;
-	struct snode *n;
-	char buf[256];
-
-	if (type == R_XSET) {
-		size = get32(r);
-		v = take(r, size);
-	}
-	if (r->bad || !len || len >= sizeof(buf))
-		return -EINVAL;
-	if (!doit)
-		return 0;
-	n = stage_get(s, ino);
-	if (!n)
-		return -EINVAL;
-	memcpy(buf, name, len);
-	buf[len] = '\0';
-	if (type == R_XDEL) {
-		xattr_remove(n, buf);
-		return 0;
-	}
-	return xattr_set(n, buf, v, size, 0);
-}
-
-/* One batch: node states first, then entries and xattrs in order. */
-static int apply_batch(struct stage *s, const uint8_t *p, size_t len)
-{
-	struct rd r;
-	int pass, ret;
-
-	for (pass = 0; pass < 2; pass++) {
-		r.p = p;
-		r.end = p + len;
-		r.bad = 0;
-		while (r.p < r.end) {
-			const uint8_t *t = take(&r, 1);
-			int type = t ? *t : 0;
-
-			switch (type) {
-			case R_NODE:
-				ret = apply_node(s, &r, pass == 0);
-				break;
-			case R_ADD: case R_DEL:
-				ret = apply_entry(s, &r, type, pass == 1);
-				break;
-			case R_XSET: case R_XDEL:
-				ret = apply_xattr(s, &r, type, pass == 1);
-				break;
-			default:
-				ret = -EINVAL;
-			}
-			if (ret)
-				return ret;
-		}
-	}
-	return 0;
-}
-
-/* Mark what a walk from the root reaches, counting links and parents. */
-/*
- * Count the links of everything reachable from root, directory by
- * directory from a list rather than by recursion: a staged tree may be
- * nested deeper than any thread's stack.  -ENOMEM.
- */
-static int reach(struct snode *root, uint64_t pass)
-{
-	struct snode **todo = NULL;
-	size_t n = 0, cap = 0, k;
-	struct sdirent *d;
-	int ret = 0;
-
-	if (array_reserve((void **)&todo, &cap, 1, sizeof(*todo)))
-		return -ENOMEM;
-	todo[n++] = root;
-	while (n && !ret) {
-		struct snode *dir = todo[--n];
-
-		for (k = 0; k < dir->nslots && !ret; k++) {
-			for (d = dir->tab[k]; d; d = d->next) {
-				struct snode *c = d->node;
-
-				c->links++;
-				if (c->sqw_pass == pass)
-					continue;
-				c->sqw_pass = pass;
-				if (!S_ISDIR(c->mode))
-					continue;
-				c->parent = dir;
-				ret = array_reserve((void **)&todo, &cap, n + 1, sizeof(*todo));
-				if (ret)
-					break;
-				todo[n++] = c;
-			}
-		}
-	}
-	free(todo);
-	return ret;
-}
-
-/*
- * After replay: entries of regular files whose data file is gone (unlinked
- * just before a crash) go; link counts come from a walk from the root; what
- * the walk does not reach is dropped with its data.
- */
-static int settle(struct stage *s, uint64_t *dropped)
-{
-	size_t i, k;
-	struct snode *n, *next;
-	struct sdirent *d, *dn;
-	char name[STAGE_SPOOL_NAME_SIZE];
-	struct stat st;
-
-	for (i = 0; i < s->islots; i++) {
-		for (n = s->itab[i]; n; n = n->hnext) {
-			n->links = 0;
-			if (!S_ISDIR(n->mode))
-				continue;
-			for (k = 0; k < n->nslots; k++) {
-				for (d = n->tab[k]; d; d = dn) {
-					struct snode *c = d->node;
-
-					dn = d->next;
-					if (!S_ISREG(c->mode))
-						continue;
-					if (!fstatat(s->datafd, stage_spool_name(name, c->ino), &st, 0)) {
-						c->size = (uint64_t)st.st_size;
-						continue;
-					}
-					dir_del(s, n, d->name, d->len);
-					(*dropped)++;
-				}
-			}
-		}
-	}
-	s->pass++;
-	s->root->links = 1;
-	s->root->parent = s->root;
-	s->root->sqw_pass = s->pass;
-	/* A partial count would drop what the walk did not get to. */
-	if (reach(s->root, s->pass))
-		return -ENOMEM;
-	for (i = 0; i < s->islots; i++) {
-		for (n = s->itab[i]; n; n = next) {
-			next = n->hnext;
-			if (n->links)
-				continue;
-			if (S_ISREG(n->mode))
-				unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
-			stage_node_drop(s, n);
-		}
-	}
-	return 0;
-}
-
-/* Data files nothing names any more: left by a crash before their entry. */
-static void sweep_data(struct stage *s)
-{
-	DIR *dp;
-	struct dirent *de;
-	int fd = dup(s->datafd);
-
-	dp = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!dp) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	rewinddir(dp);	/* the offset is shared with datafd's other dups */
-	while ((de = readdir(dp))) {
-		char *end;
-		unsigned long long ino = strtoull(de->d_name, &end, 10);
-		struct snode *n;
-
-		if (de->d_name[0] == '.' || *end)
-			continue;
-		n = stage_get(s, ino);
-		if (!n || !S_ISREG(n->mode))
-			unlinkat(s->datafd, de->d_name, 0);
-		if (ino >= s->next_ino)
-			s->next_ino = ino + 1;
-	}
-	closedir(dp);
-}
-
-static int replay(struct stage *s, int fd, struct stage_jnl_stats *st)
-{
-	struct stat sb;
-	uint8_t *buf;
-	size_t off = 0, len;
-	ssize_t got;
-	int ret = 0;
-
-	if (fstat(fd, &sb))
-		return -errno;
-	len = (size_t)sb.st_size;
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		return -ENOMEM;
-	while (off < len) {
-		got = pread(fd, buf + off, len - off, (off_t)off);
-		if (got <= 0) {
-			ret = got < 0 ? -errno : -EIO;
-			goto out;
-		}
-		off += (size_t)got;
-	}
-	for (off = 0; off + JNL_HDR <= len;) {
-		uint32_t plen = get_le32(buf + off + 4);
-
-		if (get_le32(buf + off) != JNL_MAGIC || plen > len - off - JNL_HDR ||
-		    XXH64(buf + off + JNL_HDR, plen, 0) != get_le64(buf + off + 8))
-			break;
-		ret = apply_batch(s, buf + off + JNL_HDR, plen);
-		if (ret)
-			break;
-		st->batches++;
-		off += JNL_HDR + plen;
-	}
-	st->good_bytes = off;
-	/* Zeros after the last batch are the unused rest of a window. */
-	while (len > off && !buf[len - 1])
-		len--;
-	st->torn_bytes = len - off;
-	if (ret == -EINVAL) {
-		/* A batch that checks out but does not apply: stop there too. */
-		ret = 0;
-	}
-out:
-	free(buf);
-	return ret;
-}
-
 static struct stage_jnl *jnl_alloc(void)
 {
 	struct stage_jnl *j = calloc(1, sizeof(*j));
@@ -975,14 +619,10 @@ int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st)
 			ret = -errno;
 			goto fail;
 		}
-		ret = replay(s, fd, st);
+		ret = stage_jnl_replay(s, fd, st);
 		close(fd);
 		if (ret)
 			goto fail;
-		ret = settle(s, &st->dropped);
-		if (ret)
-			goto fail;
-		sweep_data(s);
 		/* Start a clean journal from the recovered tree. */
 		j->fd = -1;
 		s->jnl = j;
