@@ -274,11 +274,6 @@ int stage_node_set_owner(struct stage *s, struct snode *n, uid_t uid, gid_t gid)
 	return 0;
 }
 
-void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/%llu", s->datadir, (unsigned long long)ino);
-}
-
 static void node_destroy(struct stage *s, struct snode *n)
 {
 	size_t i;

@@ -440,28 +440,3 @@ fail:
 	*out = c.msg ? c.msg : strdup("out of memory");
 	return -1;
 }
-
-void stage_remove_spool(struct stage *s)
-{
-	static const char *const spool_files[] = {
-		"journal", "journal.new", "blocks", "volatile", "options", "options.new"
-	};
-	size_t i;
-
-	if (s->datafd < 0)
-		return;
-	/* One file per staged file: a million of them take a while (dir_clear.c). */
-	(void)dir_clear(s->datafd);
-	close(s->datafd);
-	s->datafd = -1;
-	rmdir(s->datadir);
-	for (i = 0; i < sizeof(spool_files) / sizeof(spool_files[0]); i++) {
-		char *p;
-
-		if (asprintf(&p, "%s/%s", s->spool, spool_files[i]) >= 0) {
-			unlink(p);
-			free(p);
-		}
-	}
-	rmdir(s->spool);
-}

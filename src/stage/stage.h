@@ -234,7 +234,6 @@ int dir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
 	    struct snode *n);
 /* Remove the entry (must exist); does not free the node. */
 void dir_del(struct stage *s, struct snode *dir, const char *name, size_t len);
-void spool_path(const struct stage *s, fuse_ino_t ino, char *buf, size_t len);
 void node_stat(const struct snode *n, struct stat *st);
 void node_touch(struct snode *n, int mtime, int ctime);
 /* A name lost its link; unlinks the spool file with the last one. */
@@ -452,6 +451,14 @@ int stage_seal(struct stage *s, char **out);
 struct pack_pseudo;
 int stage_pseudo_apply(struct stage *s, const struct pack_pseudo *ps, FILE *warn,
 		       char *msg, size_t msglen);
+/*
+ * spool.c.  Make a fresh spool for s->image, in the directory where (NULL:
+ * beside the image), or take over the spool where of a daemon that died
+ * (-o recover); either sets s->spool, s->datadir, s->datafd and locks the
+ * spool (s->spoolfd).  0, or -errno with msg saying what failed.
+ */
+int stage_spool_make(struct stage *s, const char *where, char *msg, size_t len);
+int stage_spool_open(struct stage *s, const char *where, char *msg, size_t len);
 /* Remove the spool directory and everything in it. */
 void stage_remove_spool(struct stage *s);
 

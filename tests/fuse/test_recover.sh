@@ -246,7 +246,27 @@ rc=0
 "$STAGE" --recover "$WORK/nospool" "$WORK/o4/u.sqfs" "$WORK/m5" 2>"$WORK/err5" || rc=$?
 [[ $rc -eq 1 ]] && grep -q "not a sqfs-stage spool" "$WORK/err5" && ok "not a spool: $(cat "$WORK/err5")" ||
 	fail "not a spool: rc=$rc $(cat "$WORK/err5")"
+# expect_refusal WHAT MESSAGE ARGS...: sqfs-stage exits 1 naming the problem.
+expect_refusal() {
+	local what=$1 want=$2 rc=0
+	shift 2
+	"$STAGE" "$@" 2>"$WORK/err5" || rc=$?
+	if [[ $rc -eq 1 ]] && grep -qF -- "$want" "$WORK/err5"; then
+		ok "$what: $(cat "$WORK/err5")"
+	else
+		fail "$what: rc=$rc, wanted 1 and '$want': $(cat "$WORK/err5")"
+	fi
+}
+: >"$WORK/afile"
+expect_refusal "no such spool" "sqfs-stage: -o recover: $WORK/absent: No such file or directory" \
+	--recover "$WORK/absent" "$WORK/o4/u.sqfs" "$WORK/m5"
+expect_refusal "spool not a directory" "sqfs-stage: -o recover: $WORK/afile: not a writable directory" \
+	--recover "$WORK/afile" "$WORK/o4/u.sqfs" "$WORK/m5"
+expect_refusal "no such -o spool directory" "sqfs-stage: spool directory $WORK/absent: No such file or directory" \
+	-o spool="$WORK/absent" "$WORK/o4/u.sqfs" "$WORK/m5"
 mountpoint -q "$WORK/m5" && fail "mounted on a bad --recover"
+[[ -e $WORK/o4/u.sqfs ]] && fail "a refused mount left an image"
+ls -d "$WORK"/o4/.u.sqfs.spool.* 2>/dev/null && fail "a refused mount left a spool"
 "$SEAL" --quiet "$M" || fail "seal of test 4"
 wait_daemon 0
 

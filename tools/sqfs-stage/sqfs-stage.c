@@ -4,16 +4,12 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/fs.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -261,132 +257,6 @@ static int check_mountpoint(const char *mnt)
 	return 0;
 }
 
-/* The spool is ours alone while we run: a second daemon on it would corrupt it. */
-static int lock_spool(struct stage *s)
-{
-	int fd = open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
-		fprintf(stderr, "%s: spool %s: %s\n", prog, s->spool,
-			errno == EWOULDBLOCK ? "in use by a running sqfs-stage" : strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	s->spoolfd = fd;
-	return 0;
-}
-
-/* -o recover=SPOOL: the spool of a mount whose daemon died. */
-static int open_spool(struct stage *s, const char *where)
-{
-	char dir[PATH_MAX];
-	struct stat st;
-
-	if (!realpath(where, dir)) {
-		fprintf(stderr, "%s: -o recover: %s: %s\n", prog, where, strerror(errno));
-		return -1;
-	}
-	if (asprintf(&s->spool, "%s", dir) < 0 || asprintf(&s->datadir, "%s/data", dir) < 0) {
-		s->datadir = NULL;
-		return -1;
-	}
-	if (fstatat(AT_FDCWD, s->spool, &st, 0) || !S_ISDIR(st.st_mode) ||
-	    access(s->spool, W_OK | X_OK)) {
-		fprintf(stderr, "%s: -o recover: %s: not a writable directory\n", prog, s->spool);
-		return -1;
-	}
-	if (lock_spool(s))
-		return -1;
-	s->datafd = open(s->datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->datafd < 0) {
-		fprintf(stderr, "%s: -o recover: %s: %s (not a sqfs-stage spool?)\n", prog,
-			s->datadir, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * SPOOL/data, where a file per staged inode is created.  On ext4, creating
- * inodes in a block group that just freed thousands (the last spool's, a
- * moment ago) costs ~0.5 ms each instead of ~30 us: the allocator skips
- * recently deleted inodes one by one.  A directory under a "top directory"
- * (FS_TOPDIR_FL) gets a block group of its own, chosen by a hash of its
- * name, so it is made under a random name and then renamed.  Best effort:
- * other file systems have no such flag.
- */
-static int make_datadir(struct stage *s)
-{
-	char *tmp = NULL;
-	int fd, flags, ret = -1;
-
-	fd = open(s->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (!ioctl(fd, FS_IOC_GETFLAGS, &flags)) {
-			flags |= FS_TOPDIR_FL;
-			(void)ioctl(fd, FS_IOC_SETFLAGS, &flags);
-		}
-		close(fd);
-	}
-	if (asprintf(&tmp, "%s/.data.XXXXXX", s->spool) < 0)
-		return mkdir(s->datadir, 0700);
-	if (mkdtemp(tmp)) {
-		ret = rename(tmp, s->datadir);
-		if (ret)
-			rmdir(tmp);
-	}
-	free(tmp);
-	return ret ? mkdir(s->datadir, 0700) : 0;
-}
-
-static int make_spool(struct stage *s, const char *where)
-{
-	char *c = strdup(s->image), *c2 = strdup(s->image), dir[PATH_MAX];
-	int ret = -1;
-
-	if (!c || !c2)
-		goto out;
-	if (!realpath(where ? where : dirname(c), dir)) {
-		fprintf(stderr, "%s: spool directory %s: %s\n", prog, where ? where : c,
-			strerror(errno));
-		goto out;
-	}
-	if (asprintf(&s->spool, "%s/.%s.spool.XXXXXX", strcmp(dir, "/") ? dir : "",
-		     basename(c2)) < 0) {
-		s->spool = NULL;
-		goto out;
-	}
-	if (!mkdtemp(s->spool)) {
-		fprintf(stderr, "%s: creating a spool directory in %s: %s\n", prog, dir,
-			strerror(errno));
-		free(s->spool);
-		s->spool = NULL;
-		goto out;
-	}
-	if (asprintf(&s->datadir, "%s/data", s->spool) < 0) {
-		s->datadir = NULL;
-		rmdir(s->spool);
-		goto out;
-	}
-	if (make_datadir(s) ||
-	    (s->datafd = open(s->datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		fprintf(stderr, "%s: creating %s: %s\n", prog, s->datadir, strerror(errno));
-		rmdir(s->datadir);
-		rmdir(s->spool);
-		goto out;
-	}
-	if (lock_spool(s)) {
-		stage_remove_spool(s);
-		goto out;
-	}
-	ret = 0;
-out:
-	free(c);
-	free(c2);
-	return ret;
-}
-
 /*
  * -o volatile marks the spool before anything unflushed is written to it;
  * a recovery refuses a spool marked in another boot (volatile.c).
@@ -506,6 +376,12 @@ static int recover_options(int *argc, char ***av)
 	if (!spool)
 		return 0;
 	ret = spoolopts_read(spool, &kept, &n, &shown);
+	if (ret == -ENOTDIR) {
+		/* As stage_spool_open() says it, which would come next. */
+		fprintf(stderr, "%s: -o recover: %s: not a writable directory\n", prog, spool);
+		free(spool);
+		return -1;
+	}
 	if (ret) {
 		fprintf(stderr, "%s: -o recover: %s/options: %s\n", prog, spool, strerror(-ret));
 		free(spool);
@@ -544,7 +420,7 @@ int main(int argc, char **argv)
 	struct stage s;
 	struct parse p = { .s = &s };
 	struct stage_jnl_stats jst;
-	char msg[256];
+	char msg[2 * PATH_MAX];	/* may name the spool and the image */
 	int ret, marked = 0, status = CLI_EXIT_FAIL;
 
 	memset(&fo, 0, sizeof(fo));
@@ -626,12 +502,12 @@ int main(int argc, char **argv)
 		status = CLI_EXIT_USAGE;
 		goto out_free;
 	}
-	if (p.recover) {
-		if (p.spool)
-			fprintf(stderr, "%s: -o spool is ignored with -o recover\n", prog);
-		if (open_spool(&s, p.recover))
-			goto out_free;
-	} else if (make_spool(&s, p.spool)) {
+	if (p.recover && p.spool)
+		fprintf(stderr, "%s: -o spool is ignored with -o recover\n", prog);
+	ret = p.recover ? stage_spool_open(&s, p.recover, msg, sizeof(msg)) :
+		stage_spool_make(&s, p.spool, msg, sizeof(msg));
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", prog, msg);
 		goto out_free;
 	}
 	if (mark_spool(&s, !!p.recover, &marked))
