@@ -220,11 +220,41 @@ int walk_first(struct writer *w, const struct sqw_entry *e, struct wlink **k);
 /* After a failure naming a node or a file: fill w->err->path. */
 void walk_error_path(struct writer *w);
 
-/* data.c */
+/* data.c: the data pass */
 int data_write(struct writer *w);
 /* The file's tail goes into a fragment block (the flags' rule). */
 int file_uses_frag(const struct writer *w, uint64_t size);
 void data_cleanup(struct writer *w);
+/*
+ * Reading a file block by block, skipping what the source reports as a
+ * hole.  Hole or not must never change the image, only the work done.
+ */
+struct rd {
+	struct writer *w;
+	size_t k;
+	void *h;
+	uint64_t probe;		/* offset of the last next_data() call */
+	uint64_t hole_end;	/* its answer: the next data byte */
+};
+int data_rd_open(struct writer *w, size_t k, struct rd *r);
+/* 1: [off, off+len) is a hole and buf is untouched; 0: read; <0: error. */
+int data_rd_block(struct rd *r, uint64_t off, size_t len, void *buf);
+void data_rd_close(struct rd *r);
+/* A free job of the block processor, finishing done ones meanwhile. */
+int data_get_job(struct writer *w, struct bp_job **out);
+
+/* frag.c: tails into fragment blocks, in the order the data pass meets them */
+/*
+ * Put file k's tail into the pending block of its directory level, unless
+ * an equal tail is packed already.  r: k's open handle, or NULL.
+ */
+int frag_tail_add(struct writer *w, size_t k, struct rd *r, unsigned level);
+/* A directory's leftover tails join its parent's, in order. */
+int frag_pend_move(struct writer *w, struct frag_pend *from, struct frag_pend *to);
+/* The pending tails of p become one fragment block. */
+int frag_emit(struct writer *w, struct frag_pend *p);
+/* Room for every tail whose length is shared, which will be hashed. */
+int frag_tail_hash_reserve(struct writer *w);
 
 /* inode.c: what an inode needs beyond its entry; ref filled. */
 struct winode {
