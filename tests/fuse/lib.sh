@@ -58,6 +58,21 @@ fail() {
 
 ok() { log "ok: $*"; }
 
+# expect_exit CODE PATTERN CMD...: exit status and a message on stderr
+# (PATTERN a grep regex; empty: any message).
+expect_exit() {
+	local want=$1 pat=$2 rc=0
+	shift 2
+	"$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+	if [[ $rc -ne $want ]]; then
+		fail "$*: exit $rc, expected $want ($(cat "$WORK/err"))"
+	elif [[ -n $pat ]] && ! grep -q -- "$pat" "$WORK/err"; then
+		fail "$*: message '$(cat "$WORK/err")' lacks '$pat'"
+	else
+		ok "$*: exit $want: $(head -n1 "$WORK/err" 2>/dev/null)"
+	fi
+}
+
 # start_test "$@": the three tools, $WORK, the cleanup trap.
 start_test() {
 	if [[ $# -lt 3 ]]; then

@@ -16,20 +16,6 @@ set -euo pipefail
 start_test "$@"
 need_loop
 
-# expect_exit CODE PATTERN CMD...: exit status and a message on stderr.
-expect_exit() {
-	local want=$1 pat=$2 rc=0
-	shift 2
-	"$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
-	if [[ $rc -ne $want ]]; then
-		fail "$*: exit $rc, expected $want ($(cat "$WORK/err"))"
-	elif [[ -n $pat ]] && ! grep -q -- "$pat" "$WORK/err"; then
-		fail "$*: message '$(cat "$WORK/err")' lacks '$pat'"
-	else
-		ok "$*: exit $want: $(head -n1 "$WORK/err" 2>/dev/null)"
-	fi
-}
-
 # running PID: alive and not a zombie (a zombie has exited; its parent
 # just has not reaped it yet).
 running() {
