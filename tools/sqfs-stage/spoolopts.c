@@ -6,8 +6,8 @@
  * compressor, block size, owners, mkfs_time.  How the mount runs (volatile,
  * no_passthrough, FUSE options) is given anew.  One option a line, as given,
  * and last the times in effect (mkfs_time may have come from
- * SOURCE_DATE_EPOCH or the clock, either from "now").  On recovery they come first, so options given with
- * --recover win.
+ * SOURCE_DATE_EPOCH or the clock, either from "now").  On recovery they
+ * come first, so options given with --recover win.
  */
 #include "spoolopts.h"
 
@@ -24,11 +24,25 @@
 int spoolopts_add(struct spoolopts *o, const char *arg)
 {
 	char **a;
+	size_t i;
 
 	if (!strncmp(arg, "spool=", 6) || !strncmp(arg, "recover=", 8) ||
 	    !strncmp(arg, "mkfs_time=", 10) || !strncmp(arg, "all_time=", 9) ||
 	    strchr(arg, '\n'))
 		return 0;
+	/*
+	 * A recovery given the options again (as the start-up message says)
+	 * would otherwise add a copy of each at every recovery.  Only the
+	 * same text goes: the later of two values still wins.
+	 */
+	for (i = 0; i < o->n; i++) {
+		if (!strcmp(o->v[i], arg)) {
+			free(o->v[i]);
+			memmove(o->v + i, o->v + i + 1, (o->n - i - 1) * sizeof(*o->v));
+			o->n--;
+			break;
+		}
+	}
 	a = realloc(o->v, (o->n + 1) * sizeof(*a));
 	if (!a)
 		return -ENOMEM;
