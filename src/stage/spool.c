@@ -86,13 +86,14 @@ static int make_datadir(struct stage *s)
 int stage_spool_make(struct stage *s, const char *where, char *msg, size_t len)
 {
 	char *c = strdup(s->image), *c2 = strdup(s->image), dir[PATH_MAX];
-	int ret;
+	int ret, err;
 
 	if (!c || !c2)
 		goto nomem;
 	if (!realpath(where ? where : dirname(c), dir)) {
-		ret = say(msg, len, -errno, "spool directory %s: %s", where ? where : c,
-			  strerror(errno));
+		err = errno;
+		ret = say(msg, len, -err, "spool directory %s: %s", where ? where : c,
+			  strerror(err));
 		goto out;
 	}
 	if (asprintf(&s->spool, "%s/.%s.spool.XXXXXX", strcmp(dir, "/") ? dir : "",
@@ -101,8 +102,9 @@ int stage_spool_make(struct stage *s, const char *where, char *msg, size_t len)
 		goto nomem;
 	}
 	if (!mkdtemp(s->spool)) {
-		ret = say(msg, len, -errno, "creating a spool directory in %s: %s", dir,
-			  strerror(errno));
+		err = errno;
+		ret = say(msg, len, -err, "creating a spool directory in %s: %s", dir,
+			  strerror(err));
 		free(s->spool);
 		s->spool = NULL;
 		goto out;
@@ -114,7 +116,8 @@ int stage_spool_make(struct stage *s, const char *where, char *msg, size_t len)
 	}
 	if (make_datadir(s) ||
 	    (s->datafd = open(s->datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		ret = say(msg, len, -errno, "creating %s: %s", s->datadir, strerror(errno));
+		err = errno;
+		ret = say(msg, len, -err, "creating %s: %s", s->datadir, strerror(err));
 		rmdir(s->datadir);
 		rmdir(s->spool);
 		goto out;
@@ -135,10 +138,12 @@ int stage_spool_open(struct stage *s, const char *where, char *msg, size_t len)
 {
 	char dir[PATH_MAX];
 	struct stat st;
-	int ret;
+	int ret, err;
 
-	if (!realpath(where, dir))
-		return say(msg, len, -errno, "-o recover: %s: %s", where, strerror(errno));
+	if (!realpath(where, dir)) {
+		err = errno;
+		return say(msg, len, -err, "-o recover: %s: %s", where, strerror(err));
+	}
 	if (asprintf(&s->spool, "%s", dir) < 0 || asprintf(&s->datadir, "%s/data", dir) < 0) {
 		s->datadir = NULL;
 		return say(msg, len, -ENOMEM, "out of memory");
@@ -151,9 +156,11 @@ int stage_spool_open(struct stage *s, const char *where, char *msg, size_t len)
 	if (ret)
 		return ret;
 	s->datafd = open(s->datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->datafd < 0)
-		return say(msg, len, -errno, "-o recover: %s: %s (not a sqfs-stage spool?)",
-			   s->datadir, strerror(errno));
+	if (s->datafd < 0) {
+		err = errno;
+		return say(msg, len, -err, "-o recover: %s: %s (not a sqfs-stage spool?)",
+			   s->datadir, strerror(err));
+	}
 	return 0;
 }
 
