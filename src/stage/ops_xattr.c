@@ -75,6 +75,15 @@ static void acl_chmod(fuse_req_t req, fuse_ino_t ino, const char *value, size_t 
 	fuse_reply_err(req, err);
 }
 
+/* After a set or a removal: journal it; the inode's ctime moves. */
+static void xattr_changed(struct stage *s, struct snode *n, const char *name,
+			  const void *value, size_t size, int removed)
+{
+	stage_jnl_xattr(s, n, name, value, size, removed);
+	touch(s, n, 0, 1);
+	s->gen++;
+}
+
 void stage_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		       const char *value, size_t size, int flags)
 {
@@ -100,11 +109,8 @@ void stage_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		err = ENOENT;
 	} else {
 		err = -xattr_set(n, name, value, size, flags);
-		if (!err) {
-			stage_jnl_xattr(s, n, name, value, size, 0);
-			touch(s, n, 0, 1);
-			s->gen++;
-		}
+		if (!err)
+			xattr_changed(s, n, name, value, size, 0);
 	}
 	unlock(s);
 	fuse_reply_err(req, err);
@@ -225,11 +231,8 @@ void stage_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 			s->capdrop_ino = ino;
 			s->capdrop_pid = fuse_req_ctx(req)->pid;
 		}
-		if (!err) {
-			stage_jnl_xattr(s, n, name, NULL, 0, 1);
-			touch(s, n, 0, 1);
-			s->gen++;
-		}
+		if (!err)
+			xattr_changed(s, n, name, NULL, 0, 1);
 	}
 	unlock(s);
 	fuse_reply_err(req, err);
