@@ -107,6 +107,16 @@ extern const struct sqw_source_ops spool_source_ops;
 
 struct spool *spool_create(const char *dir, int *err);
 void spool_destroy(struct spool *sp);
+/*
+ * Compress while reading: the data blocks of members spooled from a
+ * stream go through a block processor of their own (img->jobs workers)
+ * as they arrive, and their stored forms (what sqw_image_write would make
+ * of them with img) go to a second temporary file in dir, for the
+ * writer's stored_block.  The image is the same bytes; only the time
+ * moves.  Out of room for them, it warns on warn and stops.  -errno.
+ */
+int spool_ahead_start(struct spool *sp, const char *dir,
+		      const struct sqw_image_opts *img, FILE *warn);
 
 /*
  * Read a tar archive (any compression libarchive knows) from fd into tree,

@@ -162,6 +162,11 @@ static int read_data(struct tar_ctx *c, struct archive *a,
 			ret = spool_file_append(c->sp, f, (uint64_t)off, buf, size);
 		if (ret)
 			return fail(c, ret, f->in_place ? "allocating" : "writing the spool", path);
+		if (!f->in_place && c->sp->ah) {
+			ret = spool_ahead_feed(c->sp->ah, f, (uint64_t)off, buf, size);
+			if (ret)
+				return fail(c, ret, "compressing", path);
+		}
 	}
 }
 
@@ -379,6 +384,13 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 		if (ret)
 			goto out;
 		snprintf(prev, sizeof(prev), "%s", archive_entry_pathname(e));
+	}
+	if (sp->ah) {
+		ret = spool_ahead_finish(sp->ah);
+		if (ret) {
+			fail(&c, ret, "compressing", "");
+			goto out;
+		}
 	}
 	ret = spool_flush(sp);
 	if (ret)

@@ -17,6 +17,22 @@
 
 #define SPOOL_BUF (1u << 20)
 
+int spool_tmpfile(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0) {
+		char tmpl[4200];
+
+		/* Filesystems without O_TMPFILE: create and unlink at once. */
+		snprintf(tmpl, sizeof(tmpl), "%s/.sqfs-spool-XXXXXX", dir);
+		fd = mkostemp(tmpl, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(tmpl);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
 struct spool *spool_create(const char *dir, int *err)
 {
 	struct spool *sp = calloc(1, sizeof(*sp));
@@ -26,19 +42,10 @@ struct spool *spool_create(const char *dir, int *err)
 		return NULL;
 	}
 	sp->in_fd = -1;
-	sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (sp->fd < 0) {
-		char tmpl[4200];
-
-		/* Filesystems without O_TMPFILE: create and unlink at once. */
-		snprintf(tmpl, sizeof(tmpl), "%s/.sqfs-spool-XXXXXX", dir);
-		sp->fd = mkostemp(tmpl, O_CLOEXEC);
-		if (sp->fd >= 0)
-			unlink(tmpl);
-	}
+	sp->fd = spool_tmpfile(dir);
 	sp->buf = malloc(SPOOL_BUF);
 	if (sp->fd < 0 || !sp->buf) {
-		*err = sp->fd < 0 ? -errno : -ENOMEM;
+		*err = sp->fd < 0 ? sp->fd : -ENOMEM;
 		spool_destroy(sp);
 		return NULL;
 	}
@@ -49,6 +56,7 @@ void spool_destroy(struct spool *sp)
 {
 	if (!sp)
 		return;
+	spool_ahead_destroy(sp->ah);
 	if (sp->fd >= 0)
 		close(sp->fd);
 	free(sp->buf);
@@ -124,6 +132,10 @@ void spool_file_free(void *p)
 {
 	struct spool_file *f = p;
 
+	/* Its blocks still in flight are recorded into it: wait for them. */
+	if (f->sp && f->sp->ah)
+		spool_ahead_forget(f->sp->ah, f);
+	free(f->stored);
 	free(f->ext);
 	free(f);
 }
@@ -203,6 +215,11 @@ static int64_t sp_next_data(void *handle, uint64_t off)
 	return (int64_t)best;
 }
 
+static int sp_stored_block(void *handle, uint32_t index, void *buf, uint32_t *word)
+{
+	return spool_ahead_stored(handle, index, buf, word);
+}
+
 static void sp_close(void *handle)
 {
 	(void)handle;
@@ -212,5 +229,6 @@ const struct sqw_source_ops spool_source_ops = {
 	.open = sp_open,
 	.read = sp_read,
 	.next_data = sp_next_data,
+	.stored_block = sp_stored_block,
 	.close = sp_close,
 };

@@ -4,12 +4,15 @@
 
 #include "pack/pack.h"
 
+struct spool_ahead;
+
 struct spool {
 	int fd;
 	int in_fd;		/* the archive itself, for files read in place; -1 */
 	uint64_t size;		/* bytes appended, buffered ones included */
 	uint8_t *buf;
 	size_t fill;
+	struct spool_ahead *ah;	/* compressing while reading (ahead.c), or NULL */
 };
 
 struct spool_extent {
@@ -25,6 +28,18 @@ struct spool_file {
 	size_t n, cap;
 	int unsorted;		/* extents out of order or overlapping */
 	int in_place;		/* extents are offsets in sp->in_fd, not the spool */
+	/* ahead.c: the stored forms of data blocks [0, nstored) */
+	struct spool_stored *stored;
+	size_t nstored, cap_stored;
+	uint64_t fed;		/* bytes given to ahead.c, in order from 0 */
+	uint32_t inflight;	/* its blocks still being compressed */
+	int no_ahead;		/* out of order, or a failure: nothing stored is used */
+};
+
+/* A block compressed while the archive was read: its place in the ahead file. */
+struct spool_stored {
+	uint64_t pos;
+	uint32_t word;		/* SquashFS size word; 0 = hole */
 };
 
 int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
@@ -33,5 +48,21 @@ int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
 int spool_file_in_place(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t len);
 int spool_flush(struct spool *sp);
 void spool_file_free(void *f);
+/* An unnamed temporary file in dir, or -errno. */
+int spool_tmpfile(const char *dir);
+
+/* Compress ahead (ahead.c; spool_ahead_start in pack.h). */
+/* f's bytes [off, off+len), as the archive gives them. */
+int spool_ahead_feed(struct spool_ahead *ah, struct spool_file *f, uint64_t off,
+		     const void *data, size_t len);
+/* Wait for every block in flight and record it; -errno. */
+int spool_ahead_drain(struct spool_ahead *ah);
+/* f is going: wait for its blocks in flight (errors are kept for later). */
+void spool_ahead_forget(struct spool_ahead *ah, struct spool_file *f);
+/* The end of the archive: drain, and free the threads and buffers. */
+int spool_ahead_finish(struct spool_ahead *ah);
+void spool_ahead_destroy(struct spool_ahead *ah);
+/* For sqw_source_ops.stored_block. */
+int spool_ahead_stored(struct spool_file *f, uint32_t index, void *buf, uint32_t *word);
 
 #endif

@@ -74,6 +74,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fprintf(stderr, "fuzz_tar: setup failed\n");
 		abort();
 	}
+	sqw_image_opts_init(&opts);
+	opts.comp = comp;
+	opts.jobs = 0;		/* serial: deterministic and cheap */
+	opts.mkfs_time = 1234567;
+	/* Compressed archives are spooled: their blocks go through ahead.c. */
+	if (spool_ahead_start(sp, spool_dir, &opts, NULL)) {
+		fprintf(stderr, "fuzz_tar: setup failed\n");
+		abort();
+	}
 	memset(&perr, 0, sizeof(perr));
 	ret = tar_read(in_fd, tree, sp, 1, 1234567, NULL, NULL, &perr);
 	/*
@@ -82,10 +91,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * past 256 MiB of apparent data, reading the archive was the test.
 	 */
 	if (!ret && sqw_tree_data_size(tree) <= (256u << 20)) {
-		sqw_image_opts_init(&opts);
-		opts.comp = comp;
-		opts.jobs = 0;		/* serial: deterministic and cheap */
-		opts.mkfs_time = 1234567;
 		ret = sqw_image_write(tree, &spool_source_ops, sp, out_fd, &opts,
 				      &st, &err);
 	}

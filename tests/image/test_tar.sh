@@ -98,6 +98,72 @@ fi
 from_tar "posix, sparse 1.0" "$FULL" "$S/ar/posix-s1.tar"
 from_tar "posix from a pipe" "$FULL" - < <(cat "$S/ar/posix.tar")
 
+section "blocks compressed while a stream is read"
+# From a pipe the data blocks are compressed as they arrive, and the writer
+# takes them as stored (--json stored_blocks).  The image must still be the
+# same bytes as the directory's, with every option that changes which blocks
+# there are or how they are stored; the serial reference path stores none.
+# ahead LABEL MIN_STORED ARCHIVE [options]
+ahead() {
+	local label=$1 min=$2 ar=$3 want json stored rc=0
+	shift 3
+	want=$(dir_image "$SRC" "$@")
+	rm -f -- "$OUT/tar.sqfs"
+	json=$(cat "$ar" | "$SQFS_PACK" --tar --json --mkfs-time "$T" "$@" "$OUT/tar.sqfs" 2>"$S/err") || rc=$?
+	if ((rc)); then
+		fail "[ahead: $label] exit $rc: $(cat "$S/err")"
+		return
+	fi
+	stored=$("$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)["stored_blocks"])' <<<"$json")
+	if [[ $(sha "$OUT/tar.sqfs") != "$want" ]]; then
+		fail "[ahead: $label] the image differs from the directory image ($stored blocks stored)"
+	elif ((min > 0 && stored < min)); then
+		fail "[ahead: $label] same bytes, but only $stored blocks were compressed while reading (want >= $min)"
+	elif ((min == 0 && stored != 0)); then
+		fail "[ahead: $label] $stored blocks stored on the serial path"
+	else
+		log "ok: [ahead: $label] same bytes, $stored blocks compressed while reading"
+	fi
+}
+AR=$S/ar/posix.tar
+ahead defaults 8 "$AR"
+ahead "-j 1" 8 "$AR" -j 1
+ahead "--queue 2" 8 "$AR" --queue 2
+ahead "-b 4K" 100 "$AR" -b 4K
+ahead "--no-sparse" 8 "$AR" --no-sparse
+ahead "--no-fragments" 8 "$AR" --no-fragments
+ahead "--always-fragments -c gzip" 8 "$AR" --always-fragments -c gzip
+ahead "-c lz4 -b 1M --no-dedup" 1 "$AR" -c lz4 -b 1M --no-dedup
+ahead "--serial" 0 "$AR" --serial
+
+# Members that come again (the last one wins, its blocks compressed after
+# the first one's), blocks of zeros written as data, a file of whole
+# blocks, and a member cut short of a block by a sparse map's end.
+RE=$S/re
+mkdir "$RE" "$RE.x"
+"$PYTHON3" - "$S/ar/again.tar" <<'PY'
+import io, random, sys, tarfile
+r = random.Random(11)
+def reg(n, d):
+    ti = tarfile.TarInfo(n); ti.size = len(d); ti.mtime = 7; ti.mode = 0o644; return (ti, d)
+members = [(tarfile.TarInfo("./"), None)]
+members[0][0].type = tarfile.DIRTYPE; members[0][0].mode = 0o755; members[0][0].mtime = 7
+members += [reg("a", r.randbytes(600000)), reg("whole", r.randbytes(262144)),
+            reg("zeros", bytes(131072) + r.randbytes(200000) + bytes(300000)),
+            reg("a", r.randbytes(100000) + b"x" * 333333), reg("b", r.randbytes(131073)),
+            reg("whole", bytes(262144))]
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for ti, d in members:
+        t.addfile(ti, io.BytesIO(d) if d is not None else None)
+PY
+tar -C "$RE.x" --numeric-owner -xf "$S/ar/again.tar" || fail "tar -x again.tar"
+SRC_SAVED=$SRC
+SRC=$RE.x
+ahead "members again, zero blocks" 3 "$S/ar/again.tar"
+ahead "members again, -b 4K --no-sparse" 100 "$S/ar/again.tar" -b 4K --no-sparse
+SRC=$SRC_SAVED
+rm -rf -- "$RE" "$RE.x" "$S/ar/again.tar"
+
 section "compressed archives"
 gzip -c "$S/ar/posix.tar" >"$S/ar/posix.tar.gz"
 from_tar "posix .tar.gz" "$FULL" "$S/ar/posix.tar.gz"
@@ -172,6 +238,28 @@ else
 	fail "[pipe] expected exit 1 and ENOSPC with nothing left, got $rc: $(cat "$S/err"); $(ls -A "$SMALL")"
 fi
 rm -rf -- "$INP" "$S/ar/inplace.tar" "$S/ar/prefixed.tar" "$S/ar/gnu.tar"
+# Two copies of 2 MiB of random bytes from a pipe: the spool (4 MiB) and the
+# image (2 MiB) fit in 7 MiB, but not the spool and the blocks compressed
+# while reading (4 MiB more, as --queue 64 keeps them all in flight until
+# the archive ends).  Those must give way, with a warning, not the pack.
+TWO=$S/two
+mkdir "$TWO"
+head -c $((2 << 20)) /dev/urandom >"$TWO/a"
+cp -p "$TWO/a" "$TWO/b"
+touch -d @1234567 "$TWO"
+TWOSHA=$(dir_image "$TWO" --no-xattrs --queue 64)
+tar -C "$TWO" --numeric-owner --format=gnu -cf "$S/ar/two.tar" .
+SMALL7=$S/small7
+scratch_fs "$SMALL7" 7m
+rc=0
+cat "$S/ar/two.tar" | "$SQFS_PACK" --tar -q --queue 64 -j 2 --mkfs-time "$T" "$SMALL7/a.sqfs" 2>"$S/err" || rc=$?
+if ((rc == 0)) && grep -q "compressing while reading stopped: No space left on device" "$S/err" &&
+	[[ $(sha "$SMALL7/a.sqfs") == "$TWOSHA" && $(ls -A "$SMALL7") == a.sqfs ]]; then
+	log "ok: [ahead out of room] packed, same bytes: $(cat "$S/err")"
+else
+	fail "[ahead out of room] expected exit 0, the warning and the directory image's bytes, got $rc: $(cat "$S/err"); $(ls -A "$SMALL7")"
+fi
+rm -rf -- "$TWO" "$S/ar/two.tar" "$SMALL7/a.sqfs"
 
 # --- hostile input ---------------------------------------------------------------
 section "hostile archives"
@@ -244,6 +332,17 @@ hostile truncated-header.tar 'truncat|unexpected end|premature|malformed'
 hostile truncated-posix.tar 'truncat|unexpected end|premature|malformed'
 hostile garbage.bin 'not a tar|unrecognized|format'
 hostile corrupt.tar.gz 'gzip|crc|corrupt|malformed|invalid'
+# From a pipe, cut inside a member whose blocks are being compressed.
+rm -rf -- "$OUT"
+mkdir "$OUT"
+rc=0
+err=$(head -c $((512 + 250000)) "$S/ar/big.tar" | "$SQFS_PACK" --tar -q -b 4K "$OUT/evil.sqfs" 2>&1 >/dev/null) || rc=$?
+if ((rc == 1)) && grep -Eqi 'bigmember.*(truncat|unexpected end|premature|malformed)' <<<"$err" &&
+	[[ -z $(ls -A "$OUT") ]]; then
+	log "ok: [truncated stream] exit 1: $err"
+else
+	fail "[truncated stream] expected exit 1 naming bigmember and nothing left, got $rc: $err; $(ls -A "$OUT")"
+fi
 # One "prog: " per message, not "sqfs-pack: reading the archive: sqfs-pack: ...".
 if ((${#DUP_NAME[@]})); then
 	fail "${#DUP_NAME[@]} of the messages above repeat the program name, e.g.: ${DUP_NAME[0]}"

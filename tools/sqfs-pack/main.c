@@ -294,11 +294,19 @@ int main(int argc, char **argv)
 		 */
 		setlocale(LC_CTYPE, "C.UTF-8");
 
-		sp = copy ? spool_create(dirname(copy), &ret) : NULL;
+		const char *dir = copy ? dirname(copy) : NULL;
+
+		ret = -ENOMEM;
+		sp = dir ? spool_create(dir, &ret) : NULL;
+		if (sp)
+			ret = 0;
+		/* The serial reference path compresses in one thread, at the end. */
+		if (sp && o.img.jobs)
+			ret = spool_ahead_start(sp, dir, &o.img, stderr);
 		free(copy);
-		if (!sp) {
+		if (!sp || ret) {
 			fprintf(stderr, "%s: %s: creating a spool file beside the image: %s\n",
-				prog, image, strerror(copy ? -ret : ENOMEM));
+				prog, image, strerror(-ret));
 			goto out;
 		}
 		if (tar_read(STDIN_FILENO, tree, sp, !(o.img.flags & SQW_OPT_NO_XATTRS),
