@@ -16,9 +16,11 @@
  * A member whose data jumps (a sparse one) is left to the writer whole.
  *
  * Threads: the block processor's workers only compute; the reading thread
- * submits, takes the results back in order and does all the I/O.  A full
- * queue makes the reader wait, which bounds memory and paces the stream to
- * the codec when the codec is the slower.
+ * submits, takes the results back in order and does all the I/O.  It never
+ * waits for them while reading: a block that finds every job in flight is
+ * left to the writer, so a fast stream is not slowed to the codec's pace
+ * (the codec is busy either way, and what it did not do ahead it does at
+ * the end).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -35,6 +37,7 @@
  * 16 bytes a block.  2^23 blocks: 1 TiB at 128 KiB.
  */
 #define AHEAD_MAX_BLOCKS (1u << 23)
+#define AHEAD_NONE UINT32_MAX	/* spool_stored.word: not stored */
 
 struct spool_ahead {
 	struct bp *bp;
@@ -49,7 +52,6 @@ struct spool_ahead {
 	FILE *warn;
 	struct bp_job *cur;	/* the block being filled, of cur_f */
 	struct spool_file *cur_f;
-	uint32_t fill;
 };
 
 int spool_ahead_start(struct spool *sp, const char *dir,
@@ -118,6 +120,14 @@ static void turn_off(struct spool_ahead *ah, int code)
 			strerror(-code));
 }
 
+int spool_ahead_give_way(struct spool_ahead *ah, int code)
+{
+	if (ah->off || !ah->end || (code != -ENOSPC && code != -EDQUOT))
+		return 0;
+	turn_off(ah, code);
+	return 1;
+}
+
 /* A finished block: appended and indexed if its file still wants it. */
 static int record(struct spool_ahead *ah, struct bp_job *j)
 {
@@ -126,38 +136,42 @@ static int record(struct spool_ahead *ah, struct bp_job *j)
 	int ret;
 
 	f->inflight--;
-	if (j->err || ah->off || f->no_ahead || j->index != f->nstored) {
-		f->no_ahead = 1;
+	if (j->err || ah->off || f->no_ahead)
 		return 0;
+	if (!f->stored) {
+		uint32_t nb = (uint32_t)sqw_file_data_blocks(ah->flags, ah->bs, f->size), i;
+
+		f->stored = alloc_array(nb, sizeof(*f->stored));
+		if (!f->stored)
+			return -ENOMEM;
+		for (i = 0; i < nb; i++)
+			f->stored[i].word = AHEAD_NONE;
+		f->nstored = nb;
 	}
-	ret = array_reserve((void **)&f->stored, &f->cap_stored, f->nstored + 1,
-			    sizeof(*f->stored));
-	if (ret)
-		return ret;
-	s = &f->stored[f->nstored];
-	s->pos = ah->end;
-	s->word = j->size_word;
+	s = &f->stored[j->index];
 	if (j->size_word) {
 		ret = pwrite_all(ah->fd, j->result, j->result_len, ah->end);
 		if (ret) {
 			turn_off(ah, ret);
 			return 0;
 		}
-		ah->end += j->result_len;
 	}
-	f->nstored++;
+	s->pos = ah->end;
+	s->word = j->size_word;
+	ah->end += j->result_len;
 	return 0;
 }
 
-static int take_one(struct spool_ahead *ah)
+/* Record the blocks finished so far, without waiting for the others. */
+static int reap(struct spool_ahead *ah)
 {
-	struct bp_job *d = bp_dequeue(ah->bp);
-	int ret;
+	struct bp_job *d;
+	int ret = 0;
 
-	if (!d)
-		return 0;
-	ret = record(ah, d);
-	bp_release(ah->bp, d);
+	while (!ret && (d = bp_try_dequeue(ah->bp))) {
+		ret = record(ah, d);
+		bp_release(ah->bp, d);
+	}
 	return ret;
 }
 
@@ -168,7 +182,6 @@ static void drop_cur(struct spool_ahead *ah)
 		bp_release(ah->bp, ah->cur);
 	ah->cur = NULL;
 	ah->cur_f = NULL;
-	ah->fill = 0;
 }
 
 int spool_ahead_feed(struct spool_ahead *ah, struct spool_file *f, uint64_t off,
@@ -180,7 +193,7 @@ int spool_ahead_feed(struct spool_ahead *ah, struct spool_file *f, uint64_t off,
 
 	if (ah->err)
 		return ah->err;
-	if (ah->cur_f && ah->cur_f != f)
+	if (ah->cur_f != f)
 		drop_cur(ah);
 	if (ah->off || f->no_ahead)
 		return 0;
@@ -192,41 +205,38 @@ int spool_ahead_feed(struct spool_ahead *ah, struct spool_file *f, uint64_t off,
 	}
 	while (len) {
 		uint64_t b = f->fed / ah->bs, left = f->size - b * ah->bs;
-		uint32_t blen = left < ah->bs ? (uint32_t)left : ah->bs, n;
+		uint32_t blen = left < ah->bs ? (uint32_t)left : ah->bs;
+		uint32_t at = (uint32_t)(f->fed - b * ah->bs), n;
 
 		if (b >= nb) {
 			/* A tail for a fragment block: the writer's. */
 			f->fed += len;
 			break;
 		}
-		while (!ah->cur && !(ah->cur = bp_get_job(ah->bp))) {
-			ret = take_one(ah);
+		/* A block starts: a free job, or the writer does it. */
+		if (at == 0 && !ah->cur) {
+			ret = reap(ah);
 			if (ret)
 				return ret;
+			ah->cur = bp_get_job(ah->bp);
+			ah->cur_f = ah->cur ? f : NULL;
 		}
-		if (f->no_ahead || ah->off) {
-			drop_cur(ah);
-			return 0;
-		}
-		ah->cur_f = f;
-		n = blen - ah->fill < len ? blen - ah->fill : (uint32_t)len;
-		memcpy(ah->cur->in + ah->fill, p, n);
-		ah->fill += n;
+		n = blen - at < len ? blen - at : (uint32_t)len;
+		if (ah->cur)
+			memcpy(ah->cur->in + at, p, n);
 		f->fed += n;
 		p += n;
 		len -= n;
-		if (ah->fill == blen) {
+		if (ah->cur && at + n == blen) {
 			struct bp_job *j = ah->cur;
 
 			j->in_len = blen;
 			j->allow_sparse = ah->allow_sparse;
-			j->stored = 0;
 			j->node = f;
 			j->index = (uint32_t)b;
 			f->inflight++;
 			ah->cur = NULL;
 			ah->cur_f = NULL;
-			ah->fill = 0;
 			bp_submit(ah->bp, j);
 		}
 	}
@@ -283,7 +293,8 @@ int spool_ahead_stored(struct spool_file *f, uint32_t index, void *buf, uint32_t
 	uint32_t len;
 	int ret;
 
-	if (!ah || ah->off || f->no_ahead || index >= f->nstored)
+	if (!ah || ah->off || f->no_ahead || index >= f->nstored ||
+	    f->stored[index].word == AHEAD_NONE)
 		return 0;
 	*word = f->stored[index].word;
 	len = *word & ~(1u << 24);

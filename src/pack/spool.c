@@ -70,6 +70,9 @@ int spool_flush(struct spool *sp)
 	if (!sp->fill)
 		return 0;
 	ret = pwrite_all(sp->fd, sp->buf, sp->fill, sp->size - sp->fill);
+	/* Out of room: the blocks compressed ahead give theirs up first. */
+	if (ret && sp->ah && spool_ahead_give_way(sp->ah, ret))
+		ret = pwrite_all(sp->fd, sp->buf, sp->fill, sp->size - sp->fill);
 	sp->fill = 0;
 	return ret;
 }

@@ -28,9 +28,9 @@ struct spool_file {
 	size_t n, cap;
 	int unsorted;		/* extents out of order or overlapping */
 	int in_place;		/* extents are offsets in sp->in_fd, not the spool */
-	/* ahead.c: the stored forms of data blocks [0, nstored) */
+	/* ahead.c: the stored forms of its data blocks, nstored of them, or NULL */
 	struct spool_stored *stored;
-	size_t nstored, cap_stored;
+	uint32_t nstored;
 	uint64_t fed;		/* bytes given to ahead.c, in order from 0 */
 	uint32_t inflight;	/* its blocks still being compressed */
 	int no_ahead;		/* out of order, or a failure: nothing stored is used */
@@ -39,7 +39,7 @@ struct spool_file {
 /* A block compressed while the archive was read: its place in the ahead file. */
 struct spool_stored {
 	uint64_t pos;
-	uint32_t word;		/* SquashFS size word; 0 = hole */
+	uint32_t word;		/* SquashFS size word; 0 = hole; UINT32_MAX = none */
 };
 
 int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
@@ -57,6 +57,11 @@ int spool_ahead_feed(struct spool_ahead *ah, struct spool_file *f, uint64_t off,
 		     const void *data, size_t len);
 /* Wait for every block in flight and record it; -errno. */
 int spool_ahead_drain(struct spool_ahead *ah);
+/*
+ * The spool could not grow (code): 1 if the blocks compressed ahead gave
+ * their room up for it (see turn_off), so the write may be tried again.
+ */
+int spool_ahead_give_way(struct spool_ahead *ah, int code);
 /* f is going: wait for its blocks in flight (errors are kept for later). */
 void spool_ahead_forget(struct spool_ahead *ah, struct spool_file *f);
 /* The end of the archive: drain, and free the threads and buffers. */

@@ -52,6 +52,8 @@ struct bp_job *bp_get_job(struct bp *bp);
 void bp_submit(struct bp *bp, struct bp_job *job);
 /* The oldest job in flight, once finished; NULL when none is in flight. */
 struct bp_job *bp_dequeue(struct bp *bp);
+/* The same, but NULL at once when the oldest is not finished yet. */
+struct bp_job *bp_try_dequeue(struct bp *bp);
 void bp_release(struct bp *bp, struct bp_job *job);
 
 /* Shared by both implementations: compress one job in place. */

@@ -126,6 +126,15 @@ struct bp_job *bp_dequeue(struct bp *bp)
 	return bp->impl->dequeue(bp);
 }
 
+struct bp_job *bp_try_dequeue(struct bp *bp)
+{
+	if (bp->next_out == bp->next_seq)
+		return NULL;
+	if (bp->impl->ready && !bp->impl->ready(bp))
+		return NULL;
+	return bp->impl->dequeue(bp);
+}
+
 void bp_release(struct bp *bp, struct bp_job *job)
 {
 	job->next = bp->free;

@@ -7,6 +7,8 @@
 struct bp_impl {
 	void (*submit)(struct bp *bp, struct bp_job *job);
 	struct bp_job *(*dequeue)(struct bp *bp);
+	/* Optional: 1 if the oldest job in flight is finished (else it always is). */
+	int (*ready)(struct bp *bp);
 	void (*destroy)(struct bp *bp);
 };
 

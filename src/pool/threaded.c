@@ -105,6 +105,18 @@ static struct bp_job *threaded_dequeue(struct bp *bp)
 	return j;
 }
 
+static int threaded_ready(struct bp *bp)
+{
+	struct bp_threaded *p = (struct bp_threaded *)bp;
+	struct bp_job *j = p->ring[bp->next_out % bp->njobs];
+	int done;
+
+	pthread_mutex_lock(&p->lock);
+	done = j->done;
+	pthread_mutex_unlock(&p->lock);
+	return done;
+}
+
 static void threaded_destroy(struct bp *bp)
 {
 	struct bp_threaded *p = (struct bp_threaded *)bp;
@@ -131,6 +143,7 @@ static void threaded_destroy(struct bp *bp)
 static const struct bp_impl threaded_impl = {
 	.submit = threaded_submit,
 	.dequeue = threaded_dequeue,
+	.ready = threaded_ready,
 	.destroy = threaded_destroy,
 };
 

@@ -33,10 +33,12 @@ struct tcomp {
 	int sleep;		/* sleep 0..2 ms per block */
 	int fail_magic;		/* -EIO for blocks starting with "FAILBLCK" */
 	int copy_fails;		/* copy() returns NULL */
+	int gated;		/* wait until tcomp_gate is opened */
 	uint64_t rng;		/* per instance: no shared state */
 };
 
 static int tcomp_live;		/* instances alive; main thread only */
+static int tcomp_gate;		/* atomic: gated instances may go on */
 static unsigned tcomp_seed;	/* bumped per copy, main thread only */
 
 static int tcomp_compress(sqw_compressor_t *base, const uint8_t *in,
@@ -44,6 +46,11 @@ static int tcomp_compress(sqw_compressor_t *base, const uint8_t *in,
 {
 	struct tcomp *t = (struct tcomp *)base;
 
+	while (t->gated && !__atomic_load_n(&tcomp_gate, __ATOMIC_ACQUIRE)) {
+		struct timespec ts = { 0, 200000 };
+
+		nanosleep(&ts, NULL);
+	}
 	if (t->sleep) {
 		struct timespec ts;
 
@@ -700,6 +707,68 @@ static void test_hold_after_drain(void **state)
 	tcomp_destroy(&proto->base);
 }
 
+/*
+ * bp_try_dequeue never waits: NULL while the oldest job is unfinished
+ * (the workers held at a gate), then every job in order once they finish.
+ */
+static void test_try_dequeue(void **state)
+{
+	static const unsigned jobs_list[] = { 0, 1, 2, 4 };
+	struct tcomp *proto = tcomp_new();
+	unsigned k;
+
+	(void)state;
+	for (k = 0; k < sizeof(jobs_list) / sizeof(jobs_list[0]); k++) {
+		unsigned jobs = jobs_list[k], i, next = 0, idle = 0;
+		struct bp_job *j;
+		struct bp *bp;
+		int err;
+
+		proto->gated = jobs > 0;
+		proto->sleep = jobs > 0;
+		__atomic_store_n(&tcomp_gate, 0, __ATOMIC_RELEASE);
+		bp = bp_create(jobs, 8, &proto->base, BS, &err);
+		assert_non_null(bp);
+		assert_null(bp_try_dequeue(bp));	/* nothing in flight */
+		for (i = 0; i < 8; i++) {
+			j = bp_get_job(bp);
+			assert_non_null(j);
+			memset(j->in, 'a' + (int)i, BS);
+			j->in_len = BS;
+			j->index = i;
+			bp_submit(bp, j);
+		}
+		assert_null(bp_get_job(bp));
+		if (jobs) {
+			/* Held at the gate: nothing is finished, and no call waits. */
+			for (i = 0; i < 50; i++)
+				assert_null(bp_try_dequeue(bp));
+			__atomic_store_n(&tcomp_gate, 1, __ATOMIC_RELEASE);
+		}
+		while (next < 8) {
+			struct timespec ts = { 0, 100000 };
+
+			j = bp_try_dequeue(bp);
+			if (!j) {
+				if (++idle > 100000)
+					fail_msg("jobs=%u: block %u never finished", jobs, next);
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			assert_int_equal(j->index, next);
+			assert_int_equal(j->err, 0);
+			assert_true(j->size_word != 0 && (j->size_word & ((1u << 24) - 1)) < BS);
+			next++;
+			bp_release(bp, j);
+		}
+		assert_null(bp_try_dequeue(bp));
+		assert_null(bp_dequeue(bp));
+		bp_destroy(bp);
+	}
+	tcomp_destroy(&proto->base);
+	assert_int_equal(tcomp_live, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +778,7 @@ int main(void)
 		cmocka_unit_test(test_create_copy_fails),
 		cmocka_unit_test(test_destroy_in_flight),
 		cmocka_unit_test(test_hold_after_drain),
+		cmocka_unit_test(test_try_dequeue),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
