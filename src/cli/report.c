@@ -138,5 +138,10 @@ void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 		human((double)st->dedup_bytes, a, sizeof(a)),
 		(unsigned long long)st->dedup_tails);
 	fprintf(out, "Sparse bytes %s\n", human((double)st->sparse_bytes, a, sizeof(a)));
+	/* sqfs-pack --tar from a stream (blocks counts fragment blocks too). */
+	if (st->stored_blocks)
+		fprintf(out, "Data blocks compressed while reading %llu of %llu\n",
+			(unsigned long long)st->stored_blocks,
+			(unsigned long long)(st->blocks - st->fragments));
 	fprintf(out, "Time %.2f s\n", secs);
 }

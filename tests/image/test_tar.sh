@@ -135,6 +135,14 @@ ahead "--no-fragments" 8 "$AR" --no-fragments
 ahead "--always-fragments -c gzip" 8 "$AR" --always-fragments -c gzip
 ahead "-c lz4 -b 1M --no-dedup" 1 "$AR" -c lz4 -b 1M --no-dedup
 ahead "--serial" 0 "$AR" --serial
+# The summary for people says it too.
+sum=$(cat "$AR" | "$SQFS_PACK" --tar --no-progress --mkfs-time "$T" "$OUT/tar.sqfs" 2>/dev/null |
+	grep '^Data blocks compressed while reading' || true)
+if [[ $sum =~ ^Data\ blocks\ compressed\ while\ reading\ [1-9][0-9]*\ of\ [1-9][0-9]*$ ]]; then
+	log "ok: [ahead: summary] $sum"
+else
+	fail "[ahead: summary] no line 'Data blocks compressed while reading N of M' (got '$sum')"
+fi
 
 # Members that come again (the last one wins, its blocks compressed after
 # the first one's), blocks of zeros written as data, a file of whole
