@@ -38,6 +38,7 @@
  */
 #define AHEAD_MAX_BLOCKS (1u << 23)
 #define AHEAD_NONE UINT32_MAX	/* spool_stored.word: not stored */
+#define AHEAD_IN_SPOOL UINT64_MAX	/* spool_stored.pos: the raw bytes */
 
 struct spool_ahead {
 	struct bp *bp;
@@ -149,15 +150,19 @@ static int record(struct spool_ahead *ah, struct bp_job *j)
 		f->nstored = nb;
 	}
 	s = &f->stored[j->index];
-	if (j->size_word) {
-		ret = pwrite_all(ah->fd, j->result, j->result_len, ah->end);
-		if (ret) {
-			turn_off(ah, ret);
-			return 0;
-		}
+	s->word = j->size_word;
+	/* A block stored raw is its own bytes, which the spool has already. */
+	if (!j->size_word || (j->size_word & (1u << 24))) {
+		s->pos = AHEAD_IN_SPOOL;
+		return 0;
+	}
+	ret = pwrite_all(ah->fd, j->result, j->result_len, ah->end);
+	if (ret) {
+		s->word = AHEAD_NONE;
+		turn_off(ah, ret);
+		return 0;
 	}
 	s->pos = ah->end;
-	s->word = j->size_word;
 	ah->end += j->result_len;
 	return 0;
 }
@@ -300,6 +305,9 @@ int spool_ahead_stored(struct spool_file *f, uint32_t index, void *buf, uint32_t
 	len = *word & ~(1u << 24);
 	if (!len)
 		return 1;
-	ret = pread_all(ah->fd, buf, len, f->stored[index].pos);
+	if (f->stored[index].pos == AHEAD_IN_SPOOL)
+		ret = spool_file_read(f, (uint64_t)index * ah->bs, buf, len);
+	else
+		ret = pread_all(ah->fd, buf, len, f->stored[index].pos);
 	return ret ? ret : 1;
 }

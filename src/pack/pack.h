@@ -117,6 +117,12 @@ void spool_destroy(struct spool *sp);
  */
 int spool_ahead_start(struct spool *sp, const char *dir,
 		      const struct sqw_image_opts *img, FILE *warn);
+/*
+ * The image could not grow (code): 1 if the blocks compressed ahead gave
+ * their room up (with the warning), so the image may be written again
+ * from the start, without them; 0 if they had none to give.
+ */
+int spool_give_way(struct spool *sp, int code);
 
 /*
  * Read a tar archive (any compression libarchive knows) from fd into tree,

@@ -63,6 +63,11 @@ void spool_destroy(struct spool *sp)
 	free(sp);
 }
 
+int spool_give_way(struct spool *sp, int code)
+{
+	return sp && sp->ah && spool_ahead_give_way(sp->ah, code);
+}
+
 int spool_flush(struct spool *sp)
 {
 	int ret;
@@ -71,7 +76,7 @@ int spool_flush(struct spool *sp)
 		return 0;
 	ret = pwrite_all(sp->fd, sp->buf, sp->fill, sp->size - sp->fill);
 	/* Out of room: the blocks compressed ahead give theirs up first. */
-	if (ret && sp->ah && spool_ahead_give_way(sp->ah, ret))
+	if (ret && spool_give_way(sp, ret))
 		ret = pwrite_all(sp->fd, sp->buf, sp->fill, sp->size - sp->fill);
 	sp->fill = 0;
 	return ret;
@@ -172,7 +177,7 @@ static size_t ext_first(const struct spool_file *f, uint64_t off)
 	return lo;
 }
 
-static int sp_read(void *handle, uint64_t off, void *buf, size_t len)
+int spool_file_read(void *handle, uint64_t off, void *buf, size_t len)
 {
 	struct spool_file *f = handle;
 	uint8_t *p = buf;
@@ -230,7 +235,7 @@ static void sp_close(void *handle)
 
 const struct sqw_source_ops spool_source_ops = {
 	.open = sp_open,
-	.read = sp_read,
+	.read = spool_file_read,
 	.next_data = sp_next_data,
 	.stored_block = sp_stored_block,
 	.close = sp_close,

@@ -38,7 +38,7 @@ struct spool_file {
 
 /* A block compressed while the archive was read: its place in the ahead file. */
 struct spool_stored {
-	uint64_t pos;
+	uint64_t pos;		/* UINT64_MAX: stored raw, so read from the spool */
 	uint32_t word;		/* SquashFS size word; 0 = hole; UINT32_MAX = none */
 };
 
@@ -47,6 +47,8 @@ int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
 /* f's bytes [off, off+len) are at pos in sp->in_fd (for a file with in_place set). */
 int spool_file_in_place(struct spool_file *f, uint64_t off, uint64_t pos, uint64_t len);
 int spool_flush(struct spool *sp);
+/* Bytes [off, off+len) of f (holes read as zeros), once the spool is flushed. */
+int spool_file_read(void *f, uint64_t off, void *buf, size_t len);
 void spool_file_free(void *f);
 /* An unnamed temporary file in dir, or -errno. */
 int spool_tmpfile(const char *dir);

@@ -246,28 +246,37 @@ else
 	fail "[pipe] expected exit 1 and ENOSPC with nothing left, got $rc: $(cat "$S/err"); $(ls -A "$SMALL")"
 fi
 rm -rf -- "$INP" "$S/ar/inplace.tar" "$S/ar/prefixed.tar" "$S/ar/gnu.tar"
-# Two copies of 2 MiB of random bytes from a pipe: the spool (4 MiB) and the
-# image (2 MiB) fit in 7 MiB, but not the spool and the blocks compressed
-# while reading (4 MiB more).  Whichever of the two files runs out of room
-# first, the second must give way, with a warning, not the pack.
-TWO=$S/two
-mkdir "$TWO"
-head -c $((2 << 20)) /dev/urandom >"$TWO/a"
-cp -p "$TWO/a" "$TWO/b"
-touch -d @1234567 "$TWO"
-TWOSHA=$(dir_image "$TWO" --no-xattrs)
-tar -C "$TWO" --numeric-owner --format=gnu -cf "$S/ar/two.tar" .
-SMALL7=$S/small7
-scratch_fs "$SMALL7" 7m
-rc=0
-cat "$S/ar/two.tar" | "$SQFS_PACK" --tar -q -j 2 --mkfs-time "$T" "$SMALL7/a.sqfs" 2>"$S/err" || rc=$?
-if ((rc == 0)) && grep -q "compressing while reading stopped: No space left on device" "$S/err" &&
-	[[ $(sha "$SMALL7/a.sqfs") == "$TWOSHA" && $(ls -A "$SMALL7") == a.sqfs ]]; then
-	log "ok: [ahead out of room] packed, same bytes: $(cat "$S/err")"
-else
-	fail "[ahead out of room] expected exit 0, the warning and the directory image's bytes, got $rc: $(cat "$S/err"); $(ls -A "$SMALL7")"
-fi
-rm -rf -- "$TWO" "$S/ar/two.tar" "$SMALL7/a.sqfs"
+# Copies of 1 MiB of base64 text (it compresses to about 0.76) from a pipe,
+# on a file system with room for the spool and the image, but not for the
+# blocks compressed while reading too (--queue 64 has a job for each block,
+# so none is left out).  Eight copies in 12 MiB: the spool (8 MiB) and the
+# stored blocks (6 MiB) do not fit while the archive is read.  Two copies in
+# 3900 KiB: the spool (2 MiB) and the stored blocks (1.5 MiB) fit, but the
+# image (0.76 MiB) does not fit beside them.  Either way the stored blocks
+# must give way, with a warning, not the pack.
+# out_of_room COPIES SIZE LABEL
+out_of_room() {
+	local copies=$1 size=$2 label=$3 want rc=0 c fs=$S/oor-$1.fs
+	rm -rf -- "$S/oor"
+	mkdir "$S/oor"
+	head -c 786432 /dev/urandom | base64 -w0 >"$S/oor/c1"
+	for ((c = 2; c <= copies; c++)); do cp -p "$S/oor/c1" "$S/oor/c$c"; done
+	touch -d @1234567 "$S/oor"
+	want=$(dir_image "$S/oor" --no-xattrs)
+	tar -C "$S/oor" --numeric-owner --format=gnu -cf "$S/ar/oor.tar" .
+	scratch_fs "$fs" "$size"
+	cat "$S/ar/oor.tar" | "$SQFS_PACK" --tar -q -j 2 --queue 64 --mkfs-time "$T" \
+		"$fs/a.sqfs" 2>"$S/err" || rc=$?
+	if ((rc == 0)) && grep -q "compressing while reading stopped: No space left on device" "$S/err" &&
+		[[ $(sha "$fs/a.sqfs") == "$want" && $(ls -A "$fs") == a.sqfs ]]; then
+		log "ok: [ahead out of room: $label] packed, same bytes: $(cat "$S/err")"
+	else
+		fail "[ahead out of room: $label] expected exit 0, the warning and the directory image's bytes, got $rc: $(cat "$S/err"); $(ls -A "$fs")"
+	fi
+	rm -rf -- "$S/oor" "$S/ar/oor.tar" "$fs/a.sqfs"
+}
+out_of_room 8 12m "while reading"
+out_of_room 2 3900k "writing the image"
 
 # --- hostile input ---------------------------------------------------------------
 section "hostile archives"

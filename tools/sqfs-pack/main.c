@@ -360,6 +360,16 @@ int main(int argc, char **argv)
 	o.img.progress = cli_report_progress;
 	o.img.progress_arg = &rep;
 	ret = sqw_image_write(tree, ops, ctx, pub.fd, &o.img, &st, &err);
+	/*
+	 * The blocks compressed while reading took room the image needs:
+	 * they give it up, and the image is made again without them.
+	 */
+	if (ret && spool_give_way(sp, ret)) {
+		if (rep.shown)
+			fputc('\n', stderr);
+		rep.shown = 0;
+		ret = sqw_image_write(tree, ops, ctx, pub.fd, &o.img, &st, &err);
+	}
 	if (ret) {
 		char path[4200];
 
