@@ -12,7 +12,10 @@
  * blocks it overlaps, both under stage->lock and after the data reached the
  * spool file.  A block is recorded only if wgen is unchanged since before it
  * was read, so a block read while a write raced with it is either forgotten
- * by that write or refused here.
+ * by that write or refused here.  A block the codec could not shrink is
+ * stored as its own bytes: it is not copied to SPOOL/blocks, its entry
+ * says so (BG_IN_FILE), and the seal reads it from the file's spool file,
+ * which is valid for as long as the entry is.
  *
  * Threads: one thread of ours feeds a pool of its own; it takes stage->lock
  * only briefly (pick a file, record a block), never while doing I/O, and
@@ -32,6 +35,7 @@
 #include "util/util.h"
 
 #define BG_NONE UINT32_MAX	/* centry.word: no stored form */
+#define BG_IN_FILE UINT64_MAX	/* centry.off: stored raw, in the file itself */
 /*
  * Files with more full blocks are left to the seal: the store's index costs
  * 16 bytes a block (plus 4 in the work list), dense even for a sparse file,
@@ -148,7 +152,7 @@ static void punch_entry(struct stage_bg *bg, uint64_t off, uint32_t word)
 {
 	uint32_t len = word & ~(1u << 24);
 
-	if (word != BG_NONE && len)
+	if (word != BG_NONE && len && off != BG_IN_FILE)
 		punch(bg, off, aligned(len));
 }
 
@@ -170,7 +174,7 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 		struct centry *c = &n->cblk[i];
 		uint64_t l = c->word & ~(1u << 24);
 
-		if (c->word != BG_NONE && l) {
+		if (c->word != BG_NONE && l && c->off != BG_IN_FILE) {
 			/* Runs of neighbours go in one call. */
 			if (c->off != pe) {
 				punch(s->bg, ps, pe - ps);
@@ -308,7 +312,9 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 
 	if (j->err)
 		return;
-	if (j->size_word && append(bg, j->result, j->result_len, &off))
+	if (j->size_word & (1u << 24))
+		off = BG_IN_FILE;
+	else if (j->size_word && append(bg, j->result, j->result_len, &off))
 		return;
 	pthread_mutex_lock(&s->lock);
 	n = stage_get(s, bg->ino);
@@ -332,7 +338,8 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 		n->cblk[j->index].off = off;
 		n->cblk[j->index].word = j->size_word;
 		bg->stored_blocks++;
-		bg->stored_bytes += j->result_len;
+		if (off != BG_IN_FILE)
+			bg->stored_bytes += j->result_len;
 	} else {
 		/* The file changed or went while the block was compressed. */
 		punch_entry(bg, off, j->size_word);
@@ -611,6 +618,8 @@ int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
 		return 0;
 	c = &n->cblk[index];
 	*word = c->word;
+	if (c->off == BG_IN_FILE)
+		return 2;
 	len = c->word & ~(1u << 24);
 	if (len && pread(s->bg->cfd, buf, len, (off_t)c->off) != (ssize_t)len)
 		return 0;	/* the seal compresses it again */

@@ -75,8 +75,13 @@ static int64_t src_next_data(void *handle, uint64_t off)
 static int src_stored_block(void *handle, uint32_t index, void *buf, uint32_t *word)
 {
 	struct src *h = handle;
+	uint64_t bs = h->s->opts.img.comp.block_size;
+	int ret = h->n ? stage_bg_stored(h->s, h->n, index, buf, word) : 0;
 
-	return h->n ? stage_bg_stored(h->s, h->n, index, buf, word) : 0;
+	/* Stored raw: the bytes are the file's own (else the seal reads them). */
+	if (ret == 2)
+		ret = fd_source_read(h->fd, index * bs, buf, *word & ~(1u << 24)) ? 0 : 1;
+	return ret;
 }
 
 static void src_close(void *handle)

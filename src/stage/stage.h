@@ -131,7 +131,7 @@ static inline const char *stage_spool_name(char buf[STAGE_SPOOL_NAME_SIZE], uint
 
 /* A full block stored ahead of the seal: word as in the block list. */
 struct centry {
-	uint64_t off;		/* in SPOOL/blocks */
+	uint64_t off;		/* in SPOOL/blocks; UINT64_MAX: the file's own bytes */
 	uint32_t word;		/* UINT32_MAX: none */
 };
 
@@ -260,7 +260,10 @@ void stage_bg_queue_all(struct stage *s);
 /* Seal: stop the thread between files / let it go on. */
 void stage_bg_pause(struct stage *s);
 void stage_bg_resume(struct stage *s);
-/* 1 and the stored block index of n in buf/word, 0 if none. */
+/*
+ * 1 and the stored block index of n in buf/word, 0 if none; 2 and word
+ * alone when the stored form is the block's own bytes in n's spool file.
+ */
 int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
 		    void *buf, uint32_t *word);
 void stage_bg_status(const struct stage *s, struct stage_bg_status *st);
