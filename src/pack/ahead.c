@@ -266,7 +266,8 @@ static int wait_all(struct spool_ahead *ah)
 	return ah->err;
 }
 
-int spool_ahead_drain(struct spool_ahead *ah)
+/* Every block in flight recorded, and the one being filled dropped. */
+static int drain(struct spool_ahead *ah)
 {
 	drop_cur(ah);
 	return wait_all(ah);
@@ -283,7 +284,7 @@ void spool_ahead_forget(struct spool_ahead *ah, struct spool_file *f)
 
 int spool_ahead_finish(struct spool_ahead *ah)
 {
-	int ret = spool_ahead_drain(ah);
+	int ret = drain(ah);
 
 	bp_destroy(ah->bp);
 	ah->bp = NULL;

@@ -33,7 +33,7 @@ struct spool_file {
 	uint32_t nstored;
 	uint64_t fed;		/* bytes given to ahead.c, in order from 0 */
 	uint32_t inflight;	/* its blocks still being compressed */
-	int no_ahead;		/* out of order, or a failure: nothing stored is used */
+	int no_ahead;		/* data out of order, or the file goes: none stored is used */
 };
 
 /* A block compressed while the archive was read: its place in the ahead file. */
@@ -57,8 +57,6 @@ int spool_tmpfile(const char *dir);
 /* f's bytes [off, off+len), as the archive gives them. */
 int spool_ahead_feed(struct spool_ahead *ah, struct spool_file *f, uint64_t off,
 		     const void *data, size_t len);
-/* Wait for every block in flight and record it; -errno. */
-int spool_ahead_drain(struct spool_ahead *ah);
 /*
  * The spool could not grow (code): 1 if the blocks compressed ahead gave
  * their room up for it (see turn_off), so the write may be tried again.
