@@ -23,6 +23,7 @@
  * the end).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,17 @@
 #define AHEAD_MAX_BLOCKS (1u << 23)
 #define AHEAD_NONE UINT32_MAX	/* spool_stored.word: not stored */
 #define AHEAD_IN_SPOOL UINT64_MAX	/* spool_stored.pos: the raw bytes */
+/*
+ * Stored forms start on this boundary (the gaps are holes, which take no
+ * room), so that punching one out once the writer took it frees all of its
+ * pages: the file shrinks as the image grows.
+ */
+#define AHEAD_ALIGN 4096u
+
+static uint64_t aligned(uint64_t x)
+{
+	return (x + AHEAD_ALIGN - 1) & ~(uint64_t)(AHEAD_ALIGN - 1);
+}
 
 struct spool_ahead {
 	struct bp *bp;
@@ -156,6 +168,7 @@ static int record(struct spool_ahead *ah, struct bp_job *j)
 		s->pos = AHEAD_IN_SPOOL;
 		return 0;
 	}
+	ah->end = aligned(ah->end);
 	ret = pwrite_all(ah->fd, j->result, j->result_len, ah->end);
 	if (ret) {
 		s->word = AHEAD_NONE;
@@ -306,9 +319,19 @@ int spool_ahead_stored(struct spool_file *f, uint32_t index, void *buf, uint32_t
 	len = *word & ~(1u << 24);
 	if (!len)
 		return 1;
-	if (f->stored[index].pos == AHEAD_IN_SPOOL)
+	if (f->stored[index].pos == AHEAD_IN_SPOOL) {
 		ret = spool_file_read(f, (uint64_t)index * ah->bs, buf, len);
-	else
-		ret = pread_all(ah->fd, buf, len, f->stored[index].pos);
-	return ret ? ret : 1;
+		return ret ? ret : 1;
+	}
+	ret = pread_all(ah->fd, buf, len, f->stored[index].pos);
+	if (ret)
+		return ret;
+	/*
+	 * The writer takes each block once (a duplicate file's are never
+	 * asked for): give its room back now, best effort, and forget it.
+	 */
+	(void)fallocate(ah->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			(off_t)f->stored[index].pos, (off_t)aligned(len));
+	f->stored[index].word = AHEAD_NONE;
+	return 1;
 }

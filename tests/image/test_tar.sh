@@ -246,37 +246,48 @@ else
 	fail "[pipe] expected exit 1 and ENOSPC with nothing left, got $rc: $(cat "$S/err"); $(ls -A "$SMALL")"
 fi
 rm -rf -- "$INP" "$S/ar/inplace.tar" "$S/ar/prefixed.tar" "$S/ar/gnu.tar"
-# Copies of 1 MiB of base64 text (it compresses to about 0.76) from a pipe,
-# on a file system with room for the spool and the image, but not for the
-# blocks compressed while reading too (--queue 64 has a job for each block,
-# so none is left out).  Eight copies in 12 MiB: the spool (8 MiB) and the
-# stored blocks (6 MiB) do not fit while the archive is read.  Two copies in
-# 3900 KiB: the spool (2 MiB) and the stored blocks (1.5 MiB) fit, but the
-# image (0.76 MiB) does not fit beside them.  Either way the stored blocks
-# must give way, with a warning, not the pack.
-# out_of_room COPIES SIZE LABEL
+# Base64 text of random bytes (it compresses to about 0.76) from a pipe, on
+# a file system with room for the spool and the image, but not always for
+# the blocks compressed while reading too (--queue 64 has a job for each
+# block, so none is left out).  Whether the spool or the image runs out of
+# room first, the stored blocks must give way, with a warning, not the pack;
+# and each stored block's room comes back once the writer has taken it.
+# out_of_room LABEL FS_SIZE WARN RANDOM_BYTES COPIES SMALL_FILES
+#   a file of base64(RANDOM_BYTES random bytes) COPIES times (the copies'
+#   stored blocks are never taken), and SMALL_FILES files of 32 KiB (tails).
 out_of_room() {
-	local copies=$1 size=$2 label=$3 want rc=0 c fs=$S/oor-$1.fs
+	local label=$1 size=$2 warn=$3 bytes=$4 copies=$5 small=$6 want rc=0 c fs=$S/oor-$1.fs got
+	fs=${fs// /-}
 	rm -rf -- "$S/oor"
-	mkdir "$S/oor"
-	head -c 786432 /dev/urandom | base64 -w0 >"$S/oor/c1"
+	mkdir -p "$S/oor/small"
+	head -c "$bytes" /dev/urandom | base64 -w0 >"$S/oor/c1"
 	for ((c = 2; c <= copies; c++)); do cp -p "$S/oor/c1" "$S/oor/c$c"; done
-	touch -d @1234567 "$S/oor"
+	for ((c = 1; c <= small; c++)); do head -c 24576 /dev/urandom | base64 -w0 >"$S/oor/small/s$c"; done
+	find "$S/oor" -exec touch -h -d @1234567 {} +
 	want=$(dir_image "$S/oor" --no-xattrs)
 	tar -C "$S/oor" --numeric-owner --format=gnu -cf "$S/ar/oor.tar" .
 	scratch_fs "$fs" "$size"
 	cat "$S/ar/oor.tar" | "$SQFS_PACK" --tar -q -j 2 --queue 64 --mkfs-time "$T" \
 		"$fs/a.sqfs" 2>"$S/err" || rc=$?
-	if ((rc == 0)) && grep -q "compressing while reading stopped: No space left on device" "$S/err" &&
-		[[ $(sha "$fs/a.sqfs") == "$want" && $(ls -A "$fs") == a.sqfs ]]; then
-		log "ok: [ahead out of room: $label] packed, same bytes: $(cat "$S/err")"
+	got=no
+	grep -q "compressing while reading stopped: No space left on device" "$S/err" && got=yes
+	if ((rc == 0)) && [[ $got == "$warn" && $(sha "$fs/a.sqfs") == "$want" && $(ls -A "$fs") == a.sqfs ]]; then
+		log "ok: [ahead out of room: $label] packed, same bytes, warning: $got $(cat "$S/err")"
 	else
-		fail "[ahead out of room: $label] expected exit 0, the warning and the directory image's bytes, got $rc: $(cat "$S/err"); $(ls -A "$fs")"
+		fail "[ahead out of room: $label] expected exit 0, warning: $warn and the directory image's bytes, got $rc, warning: $got: $(cat "$S/err"); $(ls -A "$fs")"
 	fi
 	rm -rf -- "$S/oor" "$S/ar/oor.tar" "$fs/a.sqfs"
 }
-out_of_room 8 12m "while reading"
-out_of_room 2 3900k "writing the image"
+# The spool (8 MiB) and the stored blocks (6 MiB) do not fit in 12 MiB.
+out_of_room "while reading" 12m yes 786432 8 0
+# The spool (6 MiB) and the stored blocks (2.3 MiB) fit in 10100 KiB; the
+# image (3 MiB) does not fit beside the two copies' stored blocks, which it
+# never takes; without them it does.
+out_of_room "writing the image" 10100k yes 786432 3 96
+# No copies: the spool (7 MiB), the stored blocks (3 MiB) and the image
+# (5.3 MiB) together need 15 MiB, but the stored blocks go as the image
+# takes them, so 13.5 MiB is room enough, with no warning.
+out_of_room "taken blocks give their room back" 13824k no 3145728 1 96
 
 # --- hostile input ---------------------------------------------------------------
 section "hostile archives"
