@@ -49,7 +49,7 @@
 
 static uint64_t aligned(uint64_t x)
 {
-	return (x + AHEAD_ALIGN - 1) & ~(uint64_t)(AHEAD_ALIGN - 1);
+	return align_up(x, AHEAD_ALIGN);
 }
 
 struct spool_ahead {

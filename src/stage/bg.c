@@ -52,7 +52,7 @@
 
 static uint64_t aligned(uint64_t x)
 {
-	return (x + BG_ALIGN - 1) & ~(uint64_t)(BG_ALIGN - 1);
+	return align_up(x, BG_ALIGN);
 }
 
 /* A queued file and the bytes it added to queued_bytes. */

@@ -42,6 +42,12 @@ static inline uint64_t get_le64(const uint8_t *p)
 	return get_le32(p) | ((uint64_t)get_le32(p + 4) << 32);
 }
 
+/* x rounded up to a multiple of a, a power of two. */
+static inline uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
 /* calloc of n*size with overflow check. */
 static inline void *alloc_array(size_t n, size_t size)
 {

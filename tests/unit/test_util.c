@@ -132,6 +132,17 @@ static void test_is_zero(void **state)
 
 /* ---- alloc_array / array_reserve / buf ---- */
 
+static void test_align_up(void **state)
+{
+	(void)state;
+	assert_int_equal(align_up(0, 4096), 0);
+	assert_int_equal(align_up(1, 4096), 4096);
+	assert_int_equal(align_up(4096, 4096), 4096);
+	assert_int_equal(align_up(4097, 4096), 8192);
+	assert_true(align_up(UINT64_C(1) << 40 | 5, 512) == (UINT64_C(1) << 40 | 512));
+	assert_int_equal(align_up(7, 1), 7);
+}
+
 static void test_alloc_array(void **state)
 {
 	uint8_t *p;
@@ -458,6 +469,7 @@ int main(void)
 		cmocka_unit_test(test_le_encoding),
 		cmocka_unit_test(test_le_roundtrip_random),
 		cmocka_unit_test(test_is_zero),
+		cmocka_unit_test(test_align_up),
 		cmocka_unit_test(test_alloc_array),
 		cmocka_unit_test(test_array_reserve),
 		cmocka_unit_test(test_buf),
