@@ -309,8 +309,12 @@ static void itab_remove(struct stage *s, struct snode *n)
 
 void stage_maybe_free(struct stage *s, struct snode *n)
 {
+	char name[STAGE_SPOOL_NAME_SIZE];
+
 	if (n->links || n->nlookup || n->opens || n == s->root)
 		return;
+	if (n->unnamed)
+		unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
 	itab_remove(s, n);
 	node_destroy(s, n);
 }

@@ -53,7 +53,7 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 		if (ftruncate(((struct fhandle *)(uintptr_t)fi->fh)->fd, size))
 			return errno;
 	} else {
-		if (!n->links)
+		if (!n->links && !n->unnamed)
 			return ENOENT;
 		fd = openat(s->datafd, stage_spool_name(name, n->ino), O_WRONLY | O_CLOEXEC);
 		if (fd < 0)

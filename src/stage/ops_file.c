@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +18,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	char name[STAGE_SPOOL_NAME_SIZE];
 
 	if (fd < 0) {
-		if (!n->links)
+		if (!n->links && !n->unnamed)
 			return ENOENT;
 		fd = openat(s->datafd, stage_spool_name(name, n->ino), O_RDWR | O_CLOEXEC);
 		if (fd < 0)
@@ -91,19 +92,24 @@ void stage_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct stage *s = S(req);
 	struct fuse_entry_param e;
+	/* O_TMPFILE: no entry can be named "/" (stage_pt_note_request) */
+	int unnamed = !strcmp(name, "/");
 	int err, fd = -1;
 
 	lock(s);
-	err = stage_op_make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e, &fd);
+	err = stage_op_make_node(req, parent, unnamed ? NULL : name,
+				 S_IFREG | (mode & 07777), 0, NULL, &e, &fd);
 	if (!err) {
 		err = open_handle(s, stage_get(s, e.ino), fd, fi);
 		if (err) {
 			/* Undo: the kernel never saw the entry. */
 			struct snode *dir = stage_get(s, parent), *n = stage_get(s, e.ino);
 
-			sdir_del(s, dir, name, strlen(name));
 			n->nlookup = 0;
-			node_unlinked(s, n);
+			if (!unnamed) {
+				sdir_del(s, dir, name, strlen(name));
+				node_unlinked(s, n);
+			}
 			stage_maybe_free(s, n);
 		}
 	}

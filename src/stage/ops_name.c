@@ -139,7 +139,9 @@ void stage_op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /*
  * Create a node named name in parent; with fdp, a regular file's spool file
- * stays open in *fdp.  Called with the lock held; returns 0 or an errno.
+ * stays open in *fdp.  Without a name, an O_TMPFILE: a regular file in no
+ * directory until a link names it.  Called with the lock held; returns 0
+ * or an errno.
  */
 int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       mode_t mode, dev_t rdev, const char *target,
@@ -155,7 +157,9 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	err = get_dir(s, parent, name, &dir);
 	if (err)
 		return err;
-	if (dir_find(dir, name, strlen(name)))
+	if (!name && !dir->links)
+		return ENOENT;
+	if (name && dir_find(dir, name, strlen(name)))
 		return EEXIST;
 	if (target && strlen(target) > SQW_SYMLINK_MAX)
 		return ENAMETOOLONG;
@@ -186,7 +190,7 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 			return err;
 		}
 	}
-	if (sdir_add(s, dir, name, strlen(name), n)) {
+	if (name && sdir_add(s, dir, name, strlen(name), n)) {
 		if (fd >= 0) {
 			close(fd);
 			unlinkat(s->datafd, sname, 0);
@@ -197,7 +201,10 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		*fdp = fd;
 	else if (fd >= 0)
 		close(fd);
-	touch(s, dir, 1, 1);
+	if (name)
+		touch(s, dir, 1, 1);
+	else
+		n->unnamed = 1;
 	stage_jnl_node(s, n);
 	n->nlookup++;
 	s->gen++;
@@ -457,7 +464,7 @@ void stage_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		err = EPERM;
 		goto out;
 	}
-	if (!n->links) {
+	if (!n->links && !n->unnamed) {
 		err = ENOENT;
 		goto out;
 	}
@@ -469,6 +476,7 @@ void stage_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		err = ENOMEM;
 		goto out;
 	}
+	n->unnamed = 0;
 	touch(s, n, 0, 1);
 	touch(s, dir, 1, 1);
 	n->nlookup++;

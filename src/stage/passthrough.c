@@ -67,7 +67,7 @@ struct pt_backing_map {
 #define PT_IOC_BACKING_OPEN _IOW(PT_IOC_MAGIC, 1, struct pt_backing_map)
 #define PT_IOC_BACKING_CLOSE _IOW(PT_IOC_MAGIC, 2, uint32_t)
 
-enum { OP_OPEN = 14, OP_INIT = 26, OP_CREATE = 35 };
+enum { OP_OPEN = 14, OP_INIT = 26, OP_CREATE = 35, OP_TMPFILE = 51 };
 
 /* The wire headers, as the kernel lays them out. */
 struct pt_in_header {
@@ -121,14 +121,22 @@ static __thread uint64_t cur_unique;
 static __thread uint32_t cur_opcode;
 static __thread int cur_backing;
 
-void stage_pt_note_request(struct stage *s, const void *buf, size_t len)
+void stage_pt_note_request(struct stage *s, void *buf, size_t len)
 {
 	struct stage_pt *pt = s->pt;
-	const struct pt_in_header *h = buf;
+	struct pt_in_header *h = buf;
 
 	cur_backing = 0;
 	if (!pt || len < sizeof(*h))
 		return;
+	/*
+	 * O_TMPFILE (Linux 6.1) is unknown to libfuse 3.14, which would refuse
+	 * it.  Its request is laid out as a CREATE's, with the name "/" that
+	 * no entry can have, and wants the same answer: pass it as one, and
+	 * stage_op_create makes a file that only a link will name.
+	 */
+	if (h->opcode == OP_TMPFILE)
+		h->opcode = OP_CREATE;
 	cur_unique = h->unique;
 	cur_opcode = h->opcode;
 	if (h->opcode == OP_INIT && len >= sizeof(*h) + INIT_IN_FLAGS2 + 4) {

@@ -87,6 +87,11 @@ struct snode {
 	uint8_t bg_queued;
 	uint8_t bg_never;	/* passthrough.c: may change unseen; seal only */
 	uint8_t tdig_ok;	/* tdig is valid */
+	/*
+	 * An O_TMPFILE not linked yet: no entry names it, but its spool file
+	 * still has its name, for a link to keep and a free to remove.
+	 */
+	uint8_t unnamed;
 	uint64_t sqw_pass;	/* journal.c: reached in this walk */
 	uint64_t jmark;		/* journal.c: marked in this operation */
 	union {
@@ -378,7 +383,7 @@ void stage_pt_settled(struct stage *s, struct snode *n);
 /* A handle on n closes (writer: it could write); 1 if it was passthrough. */
 int stage_pt_release(struct stage *s, struct snode *n, int writer);
 /* A request read from the kernel, before it is processed (any thread). */
-void stage_pt_note_request(struct stage *s, const void *buf, size_t len);
+void stage_pt_note_request(struct stage *s, void *buf, size_t len);
 /* The kernel offered FUSE over io_uring and we take it. */
 int stage_pt_ring_wanted(const struct stage *s);
 /* We took FUSE_HANDLE_KILLPRIV_V2. */

@@ -196,6 +196,41 @@ check(len(os.readlink("sl-long")) == 2010, "long symlink target")
 expect_errno(errno.EEXIST, os.symlink, "x", "sl")
 expect_errno(errno.EINVAL, os.readlink, "f")
 
+# --- O_TMPFILE: a file without a name until linkat(2) gives it one ---
+AT_SYMLINK_FOLLOW = 0x400
+
+
+def link_fd(fd, name):
+    if libc.linkat(AT_FDCWD, f"/proc/self/fd/{fd}".encode(), AT_FDCWD, name.encode(),
+                   AT_SYMLINK_FOLLOW):
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+os.chmod("d", 0o2755)              # set-gid: a new file takes the directory's group
+os.chown("d", -1, 4321)
+fd = os.open("d", os.O_TMPFILE | os.O_RDWR, 0o640)
+os.write(fd, b"t" * 200000)        # a full block and a tail
+check(os.fstat(fd).st_nlink == 0, "O_TMPFILE: nlink 0")
+check(os.listdir("d").count("tmp-linked") == 0, "O_TMPFILE: no entry before the link")
+link_fd(fd, "d/tmp-linked")
+os.pwrite(fd, b"END", 200000)       # written after the link: the image has it too
+st = os.fstat(fd)
+check(st.st_nlink == 1 and st.st_ino == os.stat("d/tmp-linked").st_ino, "O_TMPFILE: linked")
+check(st.st_gid == 4321 and stat.S_IMODE(st.st_mode) == 0o640, "O_TMPFILE: group and mode")
+os.close(fd)
+check(read("d/tmp-linked") == b"t" * 200000 + b"END", "O_TMPFILE: data under the new name")
+fd = os.open("d", os.O_TMPFILE | os.O_WRONLY | os.O_EXCL, 0o600)
+os.write(fd, b"never named")
+expect_errno(errno.ENOENT, link_fd, fd, "tmp-excl", what="linkat of an O_EXCL tmpfile")
+os.close(fd)
+fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+os.write(fd, b"dropped")
+os.close(fd)                       # never linked: nothing is left of it
+check(not os.path.exists("tmp-excl"), "O_TMPFILE: no entry for unlinked files")
+os.chmod("d", 0o755)
+os.chown("d", -1, 0)
+
 # --- mknod ---
 os.mknod("chr", 0o620 | stat.S_IFCHR, os.makedev(4, 64))
 os.mknod("blk", 0o660 | stat.S_IFBLK, os.makedev(8, 1))

@@ -66,9 +66,37 @@ mv "$WORK/m1/tmpdir" "$WORK/m1/tmpdir2"
 rm -r "$WORK/m1/tmpdir2"
 cp "$WORK/m1/$(cd "$SRC" && find . -type f -size +1k | sort | head -n 1)" "$WORK/m1/copy"
 rm "$WORK/m1/copy"
+# O_TMPFILE: a file of the source made again through a tmpfile that linkat
+# names (recovered like any other), and one never named (gone at its close,
+# spool file and all)
+f=$(cd "$SRC" && find . -type f -size +1k | sort | tail -n 1)
+rm "$WORK/m1/$f"
+tmpino=$(python3 - "$SRC/$f" "$WORK/m1/$f" <<'EOF'
+import ctypes, os, shutil, sys
+src, dst = sys.argv[1:]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(os.path.dirname(dst), os.O_TMPFILE | os.O_WRONLY, 0o600)
+with open(src, "rb") as f, os.fdopen(os.dup(fd), "wb") as out:
+    shutil.copyfileobj(f, out)
+if libc.linkat(-100, f"/proc/self/fd/{fd}".encode(), -100, dst.encode(), 0x400):
+    raise OSError(ctypes.get_errno(), "linkat")
+os.close(fd)
+fd = os.open(os.path.dirname(dst), os.O_TMPFILE | os.O_WRONLY, 0o600)
+os.write(fd, b"never named")
+print(os.fstat(fd).st_ino)
+os.close(fd)
+EOF
+)
+cp -a --attributes-only "$SRC/$f" "$WORK/m1/$f"
+touch -r "$SRC/$(dirname "$f")" "$WORK/m1/$(dirname "$f")"
 touch -r "$SRC" "$WORK/m1"
 tree_cmp "$SRC" "$WORK/m1" "staged view before the crash"
 SP=$(spool_of "$IMG")
+if [[ -n $tmpino && ! -e $SP/data/$tmpino ]]; then
+	ok "an O_TMPFILE closed unnamed leaves no spool file"
+else
+	fail "O_TMPFILE closed unnamed: spool file '$tmpino' left"
+fi
 # Spool files are made ahead for the next inode numbers (spare.c): some
 # must be there at the crash, and the recovery must sweep them (spool files
 # are named by inode number, which the mount shows).

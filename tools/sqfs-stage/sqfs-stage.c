@@ -563,9 +563,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: cannot mount %s\n", prog, fo.mountpoint);
 		goto out_signals;
 	}
-	if ((!s.no_passthrough || !s.no_uring) && stage_pt_attach(&s, se))
-		fprintf(stderr, "%s: FUSE passthrough and io_uring are off: cannot hook the "
-			"session\n", prog);
+	/* Always: the hooks also pass O_TMPFILE, which libfuse 3.14 refuses. */
+	if (stage_pt_attach(&s, se))
+		fprintf(stderr, "%s: FUSE passthrough, io_uring and O_TMPFILE are off: "
+			"cannot hook the session\n", prog);
 	if (!fo.foreground)
 		openlog("sqfs-stage", LOG_PID, LOG_USER);
 	if (fuse_daemonize(fo.foreground)) {
