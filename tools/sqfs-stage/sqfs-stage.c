@@ -561,6 +561,14 @@ int main(int argc, char **argv)
 	}
 	if (fuse_session_mount(se, fo.mountpoint)) {
 		fprintf(stderr, "%s: cannot mount %s\n", prog, fo.mountpoint);
+		/*
+		 * libfuse 3.14 only falls back to fusermount3 when /dev/fuse is
+		 * missing, not when it may not be opened (mode 0600 where no
+		 * udev rule made it 0666, as distributions do).
+		 */
+		if (geteuid() && access("/dev/fuse", R_OK | W_OK) && errno == EACCES)
+			fprintf(stderr, "%s: /dev/fuse is not open to this user, so libfuse "
+				"cannot mount; its mode is normally 0666 (crw-rw-rw-)\n", prog);
 		goto out_signals;
 	}
 	/* Always: the hooks also pass O_TMPFILE, which libfuse 3.14 refuses. */
