@@ -73,6 +73,15 @@ int sqw_tree_walk(sqw_tree_t *tree, const char *path, int create_dirs,
 		  const struct sqw_attr *dir_attr, sqw_node_t **dir,
 		  const char **name, size_t *len);
 
+/*
+ * A copy of the directories and regular files of tree, which is all a data
+ * pass looks at, for a rehearsal of it while tree still changes: names,
+ * attributes, hard links and source handles (shared: the copy frees none
+ * of them).  Unindexed (sqw_tree_create_unindexed).  NULL with *err set:
+ * -E2BIG beyond max_nodes nodes, -ENOMEM.
+ */
+sqw_tree_t *sqw_tree_copy_files(sqw_tree_t *tree, size_t max_nodes, int *err);
+
 /* Bytes of file data in the tree (hard links counted once). */
 uint64_t sqw_tree_data_size(sqw_tree_t *tree);
 

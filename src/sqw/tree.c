@@ -4,6 +4,7 @@
 
 #include "sqw/tree_i.h"
 #include "util/arena.h"
+#include "util/u64map.h"
 #include "util/util.h"
 
 /*
@@ -675,4 +676,75 @@ static uint64_t data_size(sqw_node_t *n, uint32_t gen)
 uint64_t sqw_tree_data_size(sqw_tree_t *t)
 {
 	return data_size(t->root, tree_next_gen(t));
+}
+
+struct copy_dir {
+	sqw_node_t *from, *to;
+};
+
+sqw_tree_t *sqw_tree_copy_files(sqw_tree_t *t, size_t max_nodes, int *err)
+{
+	sqw_tree_t *c = tree_create(0);
+	struct copy_dir *todo = NULL;
+	struct u64map links = { 0 };	/* a hard-linked original -> its copy */
+	size_t n = 0, cap = 0, nodes = 1;
+	int ret = -ENOMEM;
+
+	if (!c || array_reserve((void **)&todo, &cap, 1, sizeof(*todo)))
+		goto fail;
+	c->root->a = t->root->a;
+	todo[n++] = (struct copy_dir){ t->root, c->root };
+	while (n) {
+		struct copy_dir d = todo[--n];
+		uint32_t i;
+
+		for (i = 0; i < d.from->nents; i++) {
+			const struct sqw_dentry *e = d.from->ents[i];
+			sqw_node_t *f = e->node, *to = NULL;
+			uint64_t *v = NULL;
+			int isnew;
+
+			if (!node_is_dir(f) && !node_is_reg(f))
+				continue;
+			if (node_is_reg(f) && f->nlink > 1) {
+				v = u64map_get(&links, (uint64_t)(uintptr_t)f, &isnew);
+				if (!v)
+					goto nomem;
+				to = (sqw_node_t *)(uintptr_t)*v;
+			}
+			if (!to) {
+				if (++nodes > max_nodes) {
+					ret = -E2BIG;
+					goto fail;
+				}
+				to = node_new(c, &f->a);
+				if (!to)
+					goto nomem;
+				if (node_is_reg(f))
+					to->src = f->src;
+				if (v)
+					*v = (uint64_t)(uintptr_t)to;
+				if (node_is_dir(f)) {
+					if (array_reserve((void **)&todo, &cap, n + 1, sizeof(*todo)))
+						goto nomem;
+					todo[n++] = (struct copy_dir){ f, to };
+				}
+			}
+			ret = entry_add(c, d.to, e->name, e->len, to);
+			if (ret)
+				goto fail;
+		}
+	}
+	free(todo);
+	u64map_free(&links);
+	return c;
+nomem:
+	ret = -ENOMEM;
+fail:
+	/* No source free is set: the sources stay the original's. */
+	sqw_tree_destroy(c);
+	free(todo);
+	u64map_free(&links);
+	*err = ret;
+	return NULL;
 }

@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +33,8 @@
 #include "pack/pack.h"
 #include "sqw/image.h"
 #include "stage/stage.h"
-#include "util/u64map.h"
+#include "util/kstore.h"
+#include "util/thread.h"
 #include "util/util.h"
 
 /*
@@ -75,18 +75,9 @@
  * default cap is STAGE_PREPACK_MAX (stage.h).
  */
 
-struct fent {
-	uint8_t key[16];
-	uint64_t off;		/* in SPOOL/blocks */
-	uint32_t word;		/* SquashFS size word */
-	uint32_t used;		/* serial of the last rehearsal or seal using it */
-};
 
 struct stage_pp {
-	struct fent *e;
-	size_t n, cap;
-	struct u64map map;	/* first 8 key bytes | 1 -> index + 1 */
-	uint32_t serial;
+	struct kstore ks;	/* in the background store (bg.c) */
 	int always;		/* -o prepack: whatever the CPU is doing */
 	uint64_t idle0, total0;	/* /proc/stat at the last rehearsal or look */
 	uint64_t rehearsed_gen;	/* s->gen the last complete rehearsal saw */
@@ -95,16 +86,6 @@ struct stage_pp {
 	/* for the status, under stage->lock (n changes without it) */
 	uint64_t runs, kept, deferred, too_big;
 };
-
-static uint64_t key64(const uint8_t key[16])
-{
-	uint64_t k = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		k = k << 8 | key[i];
-	return k | 1;
-}
 
 /* Idle and total CPU time of the machine so far, in ticks; -1: unknown. */
 static int cpu_ticks(uint64_t *idle, uint64_t *total)
@@ -155,7 +136,7 @@ struct stage_pp *stage_pp_create(int always)
 	struct stage_pp *pp = calloc(1, sizeof(*pp));
 
 	if (pp) {
-		pp->serial = 1;
+		pp->ks.serial = 1;
 		pp->always = always;
 		pp->interval_ms = PP_INTERVAL_MS;
 		cpu_mark(pp);
@@ -169,10 +150,9 @@ void stage_pp_free(struct stage *s, struct stage_pp *pp)
 
 	if (!pp)
 		return;
-	for (i = 0; s && i < pp->n; i++)
-		stage_bg_punch(s, pp->e[i].off, pp->e[i].word);
-	u64map_free(&pp->map);
-	free(pp->e);
+	for (i = 0; s && i < pp->ks.n; i++)
+		stage_bg_punch(s, pp->ks.e[i].off, pp->ks.e[i].word);
+	kstore_free(&pp->ks);
 	free(pp);
 }
 
@@ -184,17 +164,6 @@ void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frag
 	*frags = s->pp ? s->pp->kept : 0;
 	*deferred = s->pp ? s->pp->deferred : 0;
 	*current = s->pp && s->pp->runs && s->pp->rehearsed_gen == s->gen;
-}
-
-static struct fent *find(struct stage_pp *pp, const uint8_t key[16])
-{
-	uint64_t *v = u64map_find(&pp->map, key64(key));
-	struct fent *e;
-
-	if (!v || !*v)
-		return NULL;
-	e = &pp->e[*v - 1];
-	return memcmp(e->key, key, 16) ? NULL : e;
 }
 
 static int64_t ms_since(const struct timespec *t)
@@ -298,7 +267,7 @@ int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 		    uint32_t *word)
 {
 	struct stage *s = ctx;
-	struct fent *e = s->pp ? find(s->pp, key) : NULL;
+	struct kent *e = s->pp ? kstore_find(&s->pp->ks, key) : NULL;
 	uint32_t n;
 
 	(void)len;	/* part of the key */
@@ -307,7 +276,7 @@ int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 	n = e->word & ~(1u << 24);
 	if (stage_bg_read(s, e->off, buf, n))
 		return 0;	/* compressed again */
-	e->used = s->pp->serial;
+	e->used = s->pp->ks.serial;
 	*word = e->word;
 	return 1;
 }
@@ -385,27 +354,12 @@ static void rh_frag_done(void *ctx, const uint8_t key[16], const void *data, uin
 	struct stage *s = ctx;
 	struct stage_pp *pp = s->pp;
 	uint32_t len = word & ~(1u << 24);
-	struct fent *e;
-	uint64_t *v, off;
-	int isnew;
+	uint64_t off;
 
-	if (!len || find(pp, key))
+	if (!len || kstore_find(&pp->ks, key) || stage_bg_append(s, data, len, &off))
 		return;
-	if (array_reserve((void **)&pp->e, &pp->cap, pp->n + 1, sizeof(*pp->e)))
-		return;
-	v = u64map_get(&pp->map, key64(key), &isnew);
-	if (!v || !isnew)
-		return;		/* a 64-bit prefix twin: it stays uncached */
-	if (stage_bg_append(s, data, len, &off)) {
-		*v = 0;
-		return;
-	}
-	e = &pp->e[pp->n];
-	memcpy(e->key, key, 16);
-	e->off = off;
-	e->word = word;
-	e->used = pp->serial;
-	*v = ++pp->n;
+	if (!kstore_add(&pp->ks, key, off, word))
+		stage_bg_punch(s, off, word);
 }
 
 static const struct sqw_source_ops rehearsal_ops = {
@@ -419,28 +373,15 @@ static const struct sqw_source_ops rehearsal_ops = {
 	.tail_seen = rh_tail_seen,
 };
 
+static void punch(void *ctx, uint64_t off, uint32_t word)
+{
+	stage_bg_punch(ctx, off, word);
+}
+
 /* Blocks neither this rehearsal nor the last seal used give their room back. */
 static void evict(struct stage *s, struct stage_pp *pp)
 {
-	size_t i, k = 0;
-
-	u64map_free(&pp->map);
-	for (i = 0; i < pp->n; i++) {
-		struct fent *e = &pp->e[i];
-		uint64_t *v;
-		int isnew;
-
-		if (e->used != pp->serial) {
-			stage_bg_punch(s, e->off, e->word);
-			continue;
-		}
-		pp->e[k] = *e;
-		v = u64map_get(&pp->map, key64(e->key), &isnew);
-		if (v)
-			*v = k + 1;
-		k++;
-	}
-	pp->n = k;
+	kstore_evict(&pp->ks, punch, s);
 }
 
 struct rh_run {
@@ -462,27 +403,17 @@ static void *rh_main(void *arg)
  * The data pass runs in a thread of its own under SCHED_IDLE (its workers
  * inherit the policy), so it only takes CPU nobody else wants and never
  * slows the producer; it holds no lock.  A seal, which finds the CPU free,
- * interrupts it.  Where that thread cannot be made, it runs here.
+ * interrupts it.  Where no thread can be made, it runs here.
  */
 static int rh_run_idle(struct stage *s, sqw_tree_t *t, const struct sqw_image_opts *o)
 {
 	struct rh_run r = { .s = s, .t = t, .o = o };
-	struct sched_param p = { 0 };
-	pthread_attr_t a;
 	pthread_t th;
-	int made = 0;
 
-	if (!pthread_attr_init(&a)) {
-		if (!pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) &&
-		    !pthread_attr_setschedpolicy(&a, SCHED_IDLE) &&
-		    !pthread_attr_setschedparam(&a, &p))
-			made = !pthread_create(&th, &a, rh_main, &r);
-		pthread_attr_destroy(&a);
-	}
-	if (made)
-		pthread_join(th, NULL);
-	else
+	if (thread_start_idle(&th, rh_main, &r))
 		rh_main(&r);
+	else
+		pthread_join(th, NULL);
 	return r.ret;
 }
 
@@ -508,7 +439,7 @@ void stage_pp_rehearse(struct stage *s)
 	}
 	o.flags |= SQW_OPT_REHEARSE;
 	o.progress = NULL;
-	pp->serial++;
+	pp->ks.serial++;
 	ret = rh_run_idle(s, t, &o);
 	sqw_tree_destroy(t);
 	/* What it freed stays in its threads' arenas otherwise. */
@@ -519,7 +450,7 @@ void stage_pp_rehearse(struct stage *s)
 		pp->rehearsed_gen = gen;
 		pp->runs++;
 	}
-	pp->kept = pp->n;
+	pp->kept = pp->ks.n;
 	cpu_mark(pp);	/* its own CPU time is not the producer's */
 	clock_gettime(CLOCK_MONOTONIC, &pp->last_end);
 	took = ms_since(&start);
