@@ -143,5 +143,9 @@ void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 		fprintf(out, "Data blocks compressed while reading %llu of %llu\n",
 			(unsigned long long)st->stored_blocks,
 			(unsigned long long)(st->blocks - st->fragments));
+	if (st->stored_frags)
+		fprintf(out, "Fragment blocks compressed while reading %llu of %llu\n",
+			(unsigned long long)st->stored_frags,
+			(unsigned long long)st->fragments);
 	fprintf(out, "Time %.2f s\n", secs);
 }

@@ -118,6 +118,22 @@ void spool_destroy(struct spool *sp);
 int spool_ahead_start(struct spool *sp, const char *dir,
 		      const struct sqw_image_opts *img, FILE *warn);
 /*
+ * Fragment blocks too (rehearse.c): now and then, between two members, a
+ * copy of the tree read so far goes through the writer's data pass at idle
+ * priority, and the fragment blocks it compresses are kept under their
+ * keys in a third temporary file in dir, for the writer's stored_frag
+ * (spool_rh_stored_frag, with spool_rh_tail_digest).  -errno.
+ */
+int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_image_opts *img);
+/* The end of the archive: the running rehearsal stops; what it made stays. */
+void spool_rehearse_finish(struct spool *sp);
+/* A rehearsal was started: the image's pass may find stored blocks. */
+int spool_rehearsed(const struct spool *sp);
+int spool_rh_stored_frag(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
+			 uint32_t *word);
+int spool_rh_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
+			 uint8_t digest[16], uint64_t *token);
+/*
  * The image could not grow (code): 1 if the blocks compressed ahead gave
  * their room up (with the warning), so the image may be written again
  * from the start, without them; 0 if they had none to give.

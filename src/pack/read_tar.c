@@ -352,6 +352,9 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 		     archive_filter_code(a, 0) == ARCHIVE_FILTER_NONE;
 	if (c.in_place)
 		sp->in_fd = fd;
+	/* Nothing to overlap with: the archive is read as fast as the disk goes. */
+	if (c.in_place)
+		spool_rehearse_finish(sp);
 	for (;;) {
 		r = archive_read_next_header(a, &e);
 		if (r == ARCHIVE_EOF)
@@ -381,10 +384,16 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 			goto out;
 		}
 		ret = add_entry(&c, a, e);
+		if (!ret && sp->rh) {
+			ret = spool_rehearse_tick(sp, tree);
+			if (ret)
+				fail(&c, ret, "writing the spool", "");
+		}
 		if (ret)
 			goto out;
 		snprintf(prev, sizeof(prev), "%s", archive_entry_pathname(e));
 	}
+	spool_rehearse_finish(sp);
 	if (sp->ah) {
 		ret = spool_ahead_finish(sp->ah);
 		if (ret) {

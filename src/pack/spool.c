@@ -56,6 +56,8 @@ void spool_destroy(struct spool *sp)
 {
 	if (!sp)
 		return;
+	/* First: it may still free spool files, which talk to ahead.c. */
+	spool_rehearse_destroy(sp->rh);
 	spool_ahead_destroy(sp->ah);
 	if (sp->fd >= 0)
 		close(sp->fd);
@@ -65,7 +67,11 @@ void spool_destroy(struct spool *sp)
 
 int spool_give_way(struct spool *sp, int code)
 {
-	return sp && sp->ah && spool_ahead_give_way(sp->ah, code);
+	int gave = sp && sp->ah && spool_ahead_give_way(sp->ah, code);
+
+	if (sp && (code == -ENOSPC || code == -EDQUOT) && spool_rehearse_give_way(sp->rh))
+		gave = 1;
+	return gave;
 }
 
 int spool_flush(struct spool *sp)
@@ -140,6 +146,9 @@ void spool_file_free(void *p)
 {
 	struct spool_file *f = p;
 
+	/* A rehearsal may still read it: it goes once that one is done. */
+	if (spool_rehearse_drop(f))
+		return;
 	/* Its blocks still in flight are recorded into it: wait for them. */
 	if (f->sp && f->sp->ah)
 		spool_ahead_forget(f->sp->ah, f);

@@ -5,6 +5,7 @@
 #include "pack/pack.h"
 
 struct spool_ahead;
+struct spool_rehearse;
 
 struct spool {
 	int fd;
@@ -13,6 +14,7 @@ struct spool {
 	uint8_t *buf;
 	size_t fill;
 	struct spool_ahead *ah;	/* compressing while reading (ahead.c), or NULL */
+	struct spool_rehearse *rh;	/* fragment blocks while reading (rehearse.c) */
 };
 
 struct spool_extent {
@@ -34,6 +36,9 @@ struct spool_file {
 	uint64_t fed;		/* bytes given to ahead.c, in order from 0 */
 	uint32_t inflight;	/* its blocks still being compressed */
 	int no_ahead;		/* data out of order, or the file goes: none stored is used */
+	/* rehearse.c: the digest of its tail, as the writer makes it */
+	int tdig_ok;
+	uint8_t tdig[16];
 };
 
 /* A block compressed while the archive was read: its place in the ahead file. */
@@ -67,6 +72,14 @@ void spool_ahead_forget(struct spool_ahead *ah, struct spool_file *f);
 /* The end of the archive: drain, and free the threads and buffers. */
 int spool_ahead_finish(struct spool_ahead *ah);
 void spool_ahead_destroy(struct spool_ahead *ah);
+/* Fragment blocks while reading (rehearse.c; spool_rehearse_start in pack.h). */
+/* Between two members (tree is complete, as read so far): maybe rehearse.  -errno. */
+int spool_rehearse_tick(struct spool *sp, sqw_tree_t *tree);
+/* f is going: 1 if it must wait for the running rehearsal (freed after it). */
+int spool_rehearse_drop(struct spool_file *f);
+/* The image could not grow: give the stored blocks' room up; 1 if there was any. */
+int spool_rehearse_give_way(struct spool_rehearse *rh);
+void spool_rehearse_destroy(struct spool_rehearse *rh);
 /* For sqw_source_ops.stored_block. */
 int spool_ahead_stored(struct spool_file *f, uint32_t index, void *buf, uint32_t *word);
 

@@ -172,6 +172,97 @@ ahead "members again, -b 4K --no-sparse" 100 "$S/ar/again.tar" -b 4K --no-sparse
 SRC=$SRC_SAVED
 rm -rf -- "$RE" "$RE.x" "$S/ar/again.tar"
 
+section "fragment blocks compressed while a slow stream is read"
+# Between members, now and then, a copy of the tree read so far goes through
+# the data pass and its fragment blocks are kept under their keys; the image
+# takes them (--json stored_fragments).  A stream paced over about 3 s gives
+# it time; the image must be the same bytes as the directory's, with members
+# given again after a rehearsal saw them, hard links, equal tails and files
+# of whole blocks, and with options that change the fragment blocks.
+FR=$S/fr
+mkdir "$FR"
+"$PYTHON3" - "$S/ar/fr.tar" <<'PY'
+import io, random, sys, tarfile
+r = random.Random(5)
+words = [bytes(r.choice(b"abcdefghij ") for _ in range(r.randrange(3, 9))) for _ in range(400)]
+def text(n):
+    out = b""
+    while len(out) < n:
+        out += r.choice(words) + b" "
+    return out[:n]
+def info(name, kind, size=0):
+    ti = tarfile.TarInfo(name); ti.type = kind; ti.size = size; ti.mtime = 7
+    ti.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+    return ti
+members = [(info("./", tarfile.DIRTYPE), None)]
+same = text(3000)
+for d in range(6):
+    members.append((info("d%d/" % d, tarfile.DIRTYPE), None))
+    for f in range(120):
+        data = same if f % 17 == 0 else text(r.randrange(1, 20000))
+        members.append((info("d%d/f%03d" % (d, f), tarfile.REGTYPE, len(data)), data))
+    members.append((info("d%d/whole" % d, tarfile.REGTYPE, 262144), text(262144)))
+    link = info("d%d/link" % d, tarfile.LNKTYPE); link.linkname = "d%d/f001" % d
+    members.append((link, None))
+for d in (0, 2):	# given again at the end: the last one wins
+    data = text(5000 + d)
+    members.append((info("d%d/f003" % d, tarfile.REGTYPE, len(data)), data))
+with tarfile.open(sys.argv[1], "w", format=tarfile.GNU_FORMAT) as t:
+    for ti, d in members:
+        t.addfile(ti, io.BytesIO(d) if d is not None else None)
+PY
+tar -C "$FR" --numeric-owner -xf "$S/ar/fr.tar" || fail "tar -x fr.tar"
+# tar set d0's and d2's times before it met their members again
+find "$FR" -type d -exec touch -d @7 {} +
+# slow_frags LABEL [options]
+slow_frags() {
+	local label=$1 want json frags rc=0
+	shift
+	want=$(dir_image "$FR" --no-xattrs "$@")
+	rm -f -- "$OUT/tar.sqfs"
+	json=$("$PYTHON3" -c '
+import sys, time
+data = open(sys.argv[1], "rb").read()
+step = max(1, len(data) // 60)
+try:	# sqfs-pack stops reading at the end marker: the padding after it may find no reader
+    for i in range(0, len(data), step):
+        sys.stdout.buffer.write(data[i:i + step]); sys.stdout.flush(); time.sleep(0.05)
+except BrokenPipeError:
+    sys.stdout = None
+' "$S/ar/fr.tar" | "$SQFS_PACK" --tar --json -j 2 --mkfs-time "$T" "$@" "$OUT/tar.sqfs" 2>"$S/err") || rc=$?
+	if ((rc)); then
+		fail "[fragments ahead: $label] exit $rc: $(cat "$S/err")"
+		return
+	fi
+	frags=$("$PYTHON3" -c 'import json,sys; j = json.load(sys.stdin); print(j["stored_fragments"], "of", j["fragments"])' <<<"$json")
+	if [[ $(sha "$OUT/tar.sqfs") != "$want" ]]; then
+		fail "[fragments ahead: $label] the image differs from the directory image ($frags stored)"
+	elif [[ $frags == 0\ * ]]; then
+		fail "[fragments ahead: $label] same bytes, but no fragment block was compressed while reading"
+	else
+		log "ok: [fragments ahead: $label] same bytes, $frags fragment blocks compressed while reading"
+	fi
+}
+slow_frags defaults
+slow_frags "-b 4K -c gzip" -b 4K -c gzip
+slow_frags "--always-fragments --no-dedup" --always-fragments --no-dedup
+sum=$("$PYTHON3" -c '
+import sys, time
+data = open(sys.argv[1], "rb").read()
+try:
+    for i in range(0, len(data), len(data) // 30):
+        sys.stdout.buffer.write(data[i:i + len(data) // 30]); sys.stdout.flush(); time.sleep(0.08)
+except BrokenPipeError:
+    sys.stdout = None
+' "$S/ar/fr.tar" | "$SQFS_PACK" --tar --no-progress --mkfs-time "$T" "$OUT/tar.sqfs" 2>/dev/null |
+	grep '^Fragment blocks compressed while reading' || true)
+if [[ $sum =~ ^Fragment\ blocks\ compressed\ while\ reading\ [1-9][0-9]*\ of\ [1-9][0-9]*$ ]]; then
+	log "ok: [fragments ahead: summary] $sum"
+else
+	fail "[fragments ahead: summary] no line 'Fragment blocks compressed while reading N of M' (got '$sum')"
+fi
+rm -rf -- "$FR" "$S/ar/fr.tar"
+
 section "compressed archives"
 gzip -c "$S/ar/posix.tar" >"$S/ar/posix.tar.gz"
 from_tar "posix .tar.gz" "$FULL" "$S/ar/posix.tar.gz"

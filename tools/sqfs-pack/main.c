@@ -264,6 +264,7 @@ int main(int argc, char **argv)
 	struct sqw_stats st;
 	struct sqw_error err;
 	const struct sqw_source_ops *ops;
+	struct sqw_source_ops tar_ops;
 	sqw_tree_t *tree = NULL;
 	const char *image;
 	void *ctx;
@@ -303,6 +304,8 @@ int main(int argc, char **argv)
 		/* The serial reference path compresses in one thread, at the end. */
 		if (sp && o.img.jobs)
 			ret = spool_ahead_start(sp, dir, &o.img, stderr);
+		if (sp && o.img.jobs && !ret && !(o.img.flags & SQW_OPT_NO_FRAGMENTS))
+			ret = spool_rehearse_start(sp, dir, &o.img);
 		free(copy);
 		if (!sp || ret) {
 			fprintf(stderr, "%s: %s: creating a spool file beside the image: %s\n",
@@ -314,7 +317,10 @@ int main(int argc, char **argv)
 			report_pack_err(&perr);
 			goto out;
 		}
-		ops = &spool_source_ops;
+		tar_ops = spool_source_ops;
+		tar_ops.stored_frag = spool_rh_stored_frag;
+		tar_ops.tail_digest = spool_rh_tail_digest;
+		ops = spool_rehearsed(sp) ? &tar_ops : &spool_source_ops;
 		ctx = sp;
 	} else {
 		struct stat ist;
