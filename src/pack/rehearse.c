@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "pack/spool.h"
+#include "util/cpuidle.h"
 #include "util/kstore.h"
 #include "util/thread.h"
 #include "util/util.h"
@@ -45,6 +46,24 @@
  */
 #define RH_INTERVAL_MS 1000
 #define RH_IDLE_FACTOR 4
+/*
+ * A rehearsal also waits for CPU time to spare: at least this share of
+ * the machine's idle since the last rehearsal or look (over at least
+ * RH_MIN_WINDOW_TICKS).  Behind a producer slower than the codec (xz -dc
+ * of the bench corpus: 35% idle on 2 vCPUs) rehearsals fill the idle time;
+ * behind a fast one (tar -c of a tree in the page cache: 12% idle over the
+ * whole pack) rehearsing made the pack 10-20% slower: the blocks of
+ * unfinished directories are compressed for nothing, and every rehearsal
+ * reads again the files it hashes to find duplicates.
+ */
+#define RH_MIN_IDLE_PCT 15
+#define RH_MIN_WINDOW_TICKS 50
+/*
+ * ... and for a reader that waits for its producer: busy at most this share
+ * of the time since the last look.  Behind tar -c the reader itself set
+ * the pace (the CPUs were 25-30% idle during the stream all the same).
+ */
+#define RH_MAX_READER_BUSY_PCT 50
 /*
  * A copy costs about 150 bytes a node: beyond this many directories and
  * files, rehearsals stop and the image's data pass compresses the rest.
@@ -73,15 +92,41 @@ struct spool_rehearse {
 	uint64_t members, members_copied;
 	struct timespec last_end, started;
 	int64_t interval_ms;
+	struct cpu_window cpu;
+	struct timespec look, look_cpu;	/* wall and reader CPU time at the last look */
 	uint64_t runs;
 };
+
+static int64_t ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (int64_t)(b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
+}
 
 static int64_t ms_since(const struct timespec *t)
 {
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+	return ms_between(t, &now);
+}
+
+/* Start a look at the reader's (this thread's) share of busy time. */
+static void reader_mark(struct spool_rehearse *rh)
+{
+	clock_gettime(CLOCK_MONOTONIC, &rh->look);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &rh->look_cpu);
+}
+
+/* Did the reader wait for its producer enough since the last look?  Marks again. */
+static int reader_waits(struct spool_rehearse *rh)
+{
+	struct timespec wall = rh->look, cpu = rh->look_cpu;
+	int64_t w, c;
+
+	reader_mark(rh);
+	w = ms_between(&wall, &rh->look);
+	c = ms_between(&cpu, &rh->look_cpu);
+	return w > 0 && c * 100 <= w * RH_MAX_READER_BUSY_PCT;
 }
 
 /* --- the rehearsal's view (its own thread) --- */
@@ -195,6 +240,8 @@ int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_ima
 	rh->ks.serial = 1;
 	rh->interval_ms = RH_INTERVAL_MS;
 	clock_gettime(CLOCK_MONOTONIC, &rh->last_end);
+	cpu_window_mark(&rh->cpu);
+	reader_mark(rh);
 	sp->rh = rh;
 	return 0;
 }
@@ -233,6 +280,7 @@ static void settle(struct spool_rehearse *rh)
 	rh->interval_ms = took * RH_IDLE_FACTOR > RH_INTERVAL_MS ? took * RH_IDLE_FACTOR :
 			  RH_INTERVAL_MS;
 	clock_gettime(CLOCK_MONOTONIC, &rh->last_end);
+	cpu_window_mark(&rh->cpu);	/* its own CPU time was not idle */
 }
 
 int spool_rehearse_tick(struct spool *sp, sqw_tree_t *tree)
@@ -251,6 +299,12 @@ int spool_rehearse_tick(struct spool *sp, sqw_tree_t *tree)
 	if (rh->members == rh->members_copied || rh->full ||
 	    ms_since(&rh->last_end) < rh->interval_ms)
 		return 0;
+	if (!reader_waits(rh) ||
+	    !cpu_window_spare(&rh->cpu, RH_MIN_IDLE_PCT, RH_MIN_WINDOW_TICKS)) {
+		/* Look again an interval from now. */
+		clock_gettime(CLOCK_MONOTONIC, &rh->last_end);
+		return 0;
+	}
 	/* The rehearsal reads the spool file: what is buffered goes first. */
 	err = spool_flush(sp);
 	if (err)

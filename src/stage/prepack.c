@@ -33,6 +33,7 @@
 #include "pack/pack.h"
 #include "sqw/image.h"
 #include "stage/stage.h"
+#include "util/cpuidle.h"
 #include "util/kstore.h"
 #include "util/thread.h"
 #include "util/util.h"
@@ -79,57 +80,13 @@
 struct stage_pp {
 	struct kstore ks;	/* in the background store (bg.c) */
 	int always;		/* -o prepack: whatever the CPU is doing */
-	uint64_t idle0, total0;	/* /proc/stat at the last rehearsal or look */
+	struct cpu_window cpu;	/* since the last rehearsal or look */
 	uint64_t rehearsed_gen;	/* s->gen the last complete rehearsal saw */
 	struct timespec last_end;	/* CLOCK_MONOTONIC */
 	int64_t interval_ms;
 	/* for the status, under stage->lock (n changes without it) */
 	uint64_t runs, kept, deferred, too_big;
 };
-
-/* Idle and total CPU time of the machine so far, in ticks; -1: unknown. */
-static int cpu_ticks(uint64_t *idle, uint64_t *total)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "re");
-	int n, i;
-
-	if (!f)
-		return -1;
-	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]);
-	fclose(f);
-	if (n < 5)
-		return -1;
-	*idle = v[3] + v[4];	/* idle, iowait */
-	for (*total = 0, i = 0; i < 8; i++)
-		*total += v[i];
-	return 0;
-}
-
-static void cpu_mark(struct stage_pp *pp)
-{
-	if (cpu_ticks(&pp->idle0, &pp->total0))
-		pp->total0 = 0;
-}
-
-/* Was the CPU idle enough since the last mark?  Marks again. */
-static int cpu_spare(struct stage_pp *pp)
-{
-	uint64_t idle, total, i0 = pp->idle0, t0 = pp->total0;
-
-	if (cpu_ticks(&idle, &total))
-		return 1;	/* no /proc: as -o prepack */
-	if (t0 && total >= t0 && total - t0 < PP_MIN_WINDOW_TICKS)
-		return 0;
-	pp->idle0 = idle;
-	pp->total0 = total;
-	if (!t0 || total <= t0)
-		return 0;	/* no window yet */
-	if (idle < i0)
-		return 0;	/* iowait may go backwards (proc(5)) */
-	return (idle - i0) * 100 >= (total - t0) * PP_MIN_IDLE_PCT;
-}
 
 struct stage_pp *stage_pp_create(int always)
 {
@@ -139,7 +96,7 @@ struct stage_pp *stage_pp_create(int always)
 		pp->ks.serial = 1;
 		pp->always = always;
 		pp->interval_ms = PP_INTERVAL_MS;
-		cpu_mark(pp);
+		cpu_window_mark(&pp->cpu);
 	}
 	return pp;
 }
@@ -190,7 +147,8 @@ int stage_pp_due(struct stage *s, struct timespec *wait)
 						  "no more rehearsals (each copies the tree) while so many "
 						  "are; the seal compresses the fragment blocks",
 						  s->inodes, s->prepack_max);
-			} else if (pp->always || cpu_spare(pp)) {
+			} else if (pp->always ||
+				   cpu_window_spare(&pp->cpu, PP_MIN_IDLE_PCT, PP_MIN_WINDOW_TICKS)) {
 				return 1;
 			} else {
 				pp->deferred++;
@@ -451,7 +409,7 @@ void stage_pp_rehearse(struct stage *s)
 		pp->runs++;
 	}
 	pp->kept = pp->ks.n;
-	cpu_mark(pp);	/* its own CPU time is not the producer's */
+	cpu_window_mark(&pp->cpu);	/* its own CPU time is not the producer's */
 	clock_gettime(CLOCK_MONOTONIC, &pp->last_end);
 	took = ms_since(&start);
 	pp->interval_ms = took * PP_IDLE_FACTOR > PP_INTERVAL_MS ? took * PP_IDLE_FACTOR :
