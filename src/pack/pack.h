@@ -124,7 +124,8 @@ int spool_ahead_start(struct spool *sp, const char *dir,
  * keys in a third temporary file in dir, for the writer's stored_frag
  * (spool_rh_stored_frag, with spool_rh_tail_digest).  -errno.
  */
-int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_image_opts *img);
+int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_image_opts *img,
+			 FILE *warn);
 /* The end of the archive: the running rehearsal stops; what it made stays. */
 void spool_rehearse_finish(struct spool *sp);
 /* A rehearsal was started: the image's pass may find stored blocks. */

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,6 +74,7 @@
 
 struct spool_rehearse {
 	struct spool *sp;
+	FILE *warn;
 	struct sqw_image_opts opts;	/* the image's, rehearsing */
 	struct sqw_source_ops ops;
 	int fd;			/* the stored forms */
@@ -213,7 +215,8 @@ static void *rh_main(void *arg)
 
 /* --- the reader's side --- */
 
-int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_image_opts *img)
+int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_image_opts *img,
+			 FILE *warn)
 {
 	struct spool_rehearse *rh = calloc(1, sizeof(*rh));
 
@@ -227,6 +230,7 @@ int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_ima
 		return ret;
 	}
 	rh->sp = sp;
+	rh->warn = warn;
 	rh->opts = *img;
 	rh->opts.flags |= SQW_OPT_REHEARSE;
 	rh->opts.progress = NULL;
@@ -359,7 +363,7 @@ void spool_rehearse_finish(struct spool *sp)
 	rh->off = 1;
 }
 
-int spool_rehearse_give_way(struct spool_rehearse *rh)
+int spool_rehearse_give_way(struct spool_rehearse *rh, int code, int quiet)
 {
 	if (!rh || !rh->ks.n)
 		return 0;
@@ -368,6 +372,9 @@ int spool_rehearse_give_way(struct spool_rehearse *rh)
 	if (ftruncate(rh->fd, 0) == 0)
 		rh->end = 0;
 	rh->full = 1;
+	if (!quiet && rh->warn)
+		fprintf(rh->warn, "warning: compressing while reading stopped: %s; "
+			"the blocks are compressed after the archive ends\n", strerror(-code));
 	return 1;
 }
 

@@ -69,7 +69,8 @@ int spool_give_way(struct spool *sp, int code)
 {
 	int gave = sp && sp->ah && spool_ahead_give_way(sp->ah, code);
 
-	if (sp && (code == -ENOSPC || code == -EDQUOT) && spool_rehearse_give_way(sp->rh))
+	if (sp && (code == -ENOSPC || code == -EDQUOT) &&
+	    spool_rehearse_give_way(sp->rh, code, gave))
 		gave = 1;
 	return gave;
 }

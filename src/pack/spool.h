@@ -77,8 +77,11 @@ void spool_ahead_destroy(struct spool_ahead *ah);
 int spool_rehearse_tick(struct spool *sp, sqw_tree_t *tree);
 /* f is going: 1 if it must wait for the running rehearsal (freed after it). */
 int spool_rehearse_drop(struct spool_file *f);
-/* The image could not grow: give the stored blocks' room up; 1 if there was any. */
-int spool_rehearse_give_way(struct spool_rehearse *rh);
+/*
+ * The spool or the image could not grow (code): give the stored blocks'
+ * room up, with a warning unless quiet (ahead.c gave one); 1 if there was any.
+ */
+int spool_rehearse_give_way(struct spool_rehearse *rh, int code, int quiet);
 void spool_rehearse_destroy(struct spool_rehearse *rh);
 /* For sqw_source_ops.stored_block. */
 int spool_ahead_stored(struct spool_file *f, uint32_t index, void *buf, uint32_t *word);

@@ -262,6 +262,47 @@ else
 	fail "[fragments ahead: summary] no line 'Fragment blocks compressed while reading N of M' (got '$sum')"
 fi
 rm -rf -- "$FR" "$S/ar/fr.tar"
+# Out of room with rehearsed fragment blocks: 600 files of 32 KiB of base64
+# text (tails only: no data blocks to compress ahead) from a slow stream.
+# The spool (20 MB) and the image (15 MB) fit in 35 MB, but not beside the
+# blocks rehearsals kept: they give way with a warning, and the image is the
+# directory's bytes all the same; with room, they are kept and taken.
+FO=$S/fo
+mkdir -p "$FO/a" "$FO/b" "$FO/c"
+for d in a b c; do
+	for ((i = 0; i < 200; i++)); do head -c 24576 /dev/urandom | base64 -w0 >"$FO/$d/s$i"; done
+done
+find "$FO" -exec touch -h -d @1234567 {} +
+want=$(dir_image "$FO" --no-xattrs -c zstd:3)
+tar -C "$FO" --numeric-owner --format=gnu -cf "$S/ar/fo.tar" .
+# frags_room LABEL FS_SIZE WARN(yes/no)
+frags_room() {
+	local label=$1 size=$2 warn=$3 fs=$S/fo-$2 rc=0 json got stored
+	scratch_fs "$fs" "$size"
+	json=$("$PYTHON3" -c '
+import sys, time
+data = open(sys.argv[1], "rb").read()
+step = len(data) // 60
+try:
+    for i in range(0, len(data), step):
+        sys.stdout.buffer.write(data[i:i + step]); sys.stdout.flush(); time.sleep(0.05)
+except BrokenPipeError:
+    sys.stdout = None
+' "$S/ar/fo.tar" | "$SQFS_PACK" --tar --json -j 2 -c zstd:3 --mkfs-time "$T" "$fs/a.sqfs" 2>"$S/err") || rc=$?
+	got=no
+	grep -q "compressing while reading stopped: No space left on device" "$S/err" && got=yes
+	stored=$("$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)["stored_fragments"])' <<<"${json:-{\}}" 2>/dev/null || echo "?")
+	if ((rc == 0)) && [[ $got == "$warn" && $(sha "$fs/a.sqfs") == "$want" && $(ls -A "$fs") == a.sqfs ]] &&
+		{ [[ $warn == yes ]] || ((stored > 0)); }; then
+		log "ok: [fragments ahead, $label] same bytes, warning: $got, $stored fragment blocks taken as stored"
+	else
+		fail "[fragments ahead, $label] expected exit 0, warning: $warn and the directory image's bytes, got $rc, warning: $got, $stored stored: $(cat "$S/err"); $(ls -A "$fs")"
+	fi
+	rm -f -- "$fs/a.sqfs"
+}
+frags_room "out of room" 35m yes
+frags_room "room enough" 64m no
+rm -rf -- "$FO" "$S/ar/fo.tar"
 
 section "compressed archives"
 gzip -c "$S/ar/posix.tar" >"$S/ar/posix.tar.gz"

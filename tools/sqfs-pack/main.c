@@ -305,7 +305,7 @@ int main(int argc, char **argv)
 		if (sp && o.img.jobs)
 			ret = spool_ahead_start(sp, dir, &o.img, stderr);
 		if (sp && o.img.jobs && !ret && !(o.img.flags & SQW_OPT_NO_FRAGMENTS))
-			ret = spool_rehearse_start(sp, dir, &o.img);
+			ret = spool_rehearse_start(sp, dir, &o.img, stderr);
 		free(copy);
 		if (!sp || ret) {
 			fprintf(stderr, "%s: %s: creating a spool file beside the image: %s\n",
