@@ -313,6 +313,8 @@ int spool_rehearse_tick(struct spool *sp, sqw_tree_t *tree)
 	err = spool_flush(sp);
 	if (err)
 		return err;
+	if (rh->off)	/* the flush ran out of room, and this gave way */
+		return 0;
 	rh->copy = sqw_tree_copy_files(tree, RH_MAX_NODES, &err);
 	if (!rh->copy) {
 		if (err == -E2BIG)
