@@ -340,6 +340,11 @@ void node_unlinked(struct stage *s, struct snode *n)
 
 	n->links--;
 	node_touch(n, 0, 1);
+	if (!n->links && n->writers) {
+		/* A seal waiting for writers need not wait for this one now. */
+		s->unnamed_writers += n->writers;
+		pthread_cond_broadcast(&s->released);
+	}
 	if (!n->links && S_ISREG(n->mode)) {
 		/* No seal takes its stored blocks any more: free their space. */
 		stage_bg_changed(s, n, 0, UINT64_MAX);
@@ -452,6 +457,8 @@ int dir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
 	d->next = dir->tab[h];
 	dir->tab[h] = d;
 	dir->nents++;
+	if (!n->links)
+		s->unnamed_writers -= n->writers;	/* an O_TMPFILE named */
 	n->links++;
 	if (S_ISDIR(n->mode)) {
 		n->parent = dir;

@@ -51,6 +51,8 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	if (h->writer) {
 		n->writers++;
 		s->total_writers++;
+		if (!n->links)
+			s->unnamed_writers++;
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = 1;
@@ -203,6 +205,8 @@ void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (h->writer) {
 		h->n->writers--;
 		s->total_writers--;
+		if (!h->n->links)
+			s->unnamed_writers--;
 		pthread_cond_broadcast(&s->released);
 		stage_bg_released(s, h->n);
 	}

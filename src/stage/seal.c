@@ -321,14 +321,17 @@ static int check_tree(struct seal_ctx *c, const struct snode *dir, unsigned dept
 	return 0;
 }
 
-/* Wait a little for releases still on their way from the kernel. */
+/*
+ * Wait a little for releases still on their way from the kernel; not for
+ * writers of files no entry names, which the image cannot see.
+ */
 static void wait_writers(struct stage *s)
 {
 	struct timespec dl;
 
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += WRITER_WAIT_SECONDS;
-	while (s->total_writers) {
+	while (s->total_writers > s->unnamed_writers) {
 		if (pthread_cond_timedwait(&s->released, &s->lock, &dl) == ETIMEDOUT)
 			break;
 	}

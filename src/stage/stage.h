@@ -188,6 +188,11 @@ struct stage {
 	fuse_ino_t names_synced;
 	struct snode *root;
 	uint64_t total_writers;
+	/*
+	 * Of them, writers of files no entry names (unlinked, or O_TMPFILE
+	 * not linked yet): the image cannot see them, so a seal does not wait.
+	 */
+	uint64_t unnamed_writers;
 	struct stage_ids ids;
 	uint64_t file_max;	/* EFBIG beyond: see STAGE_FILE_CAP */
 	struct stage_bg *bg;	/* NULL: no background compression */

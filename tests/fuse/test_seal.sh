@@ -75,6 +75,37 @@ exec 3>&-
 exec 4<"$M/a"
 "$SEAL" --keep --quiet "$M" || fail "seal with a file open read-only"
 exec 4<&-
+# nor do files no entry names that are held open for writing (one unlinked,
+# an O_TMPFILE not linked): the image cannot see them, so the seal neither
+# fails nor waits the 5 s it gives releases still on their way
+exec 5>"$M/dir/unlinked"
+echo data >&5
+rm "$M/dir/unlinked"
+python3 -c '
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_WRONLY, 0o600)
+os.write(fd, b"unnamed")
+open(sys.argv[2], "w").close()
+time.sleep(60)
+' "$M/dir" "$WORK/tmpfile-ready" &
+HOLDER=$!
+for ((i = 0; i < 100; i++)); do [[ -e $WORK/tmpfile-ready ]] && break; sleep 0.05; done
+t0=$(date +%s%N)
+if "$SEAL" --keep --quiet "$M"; then
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	((ms < 3000)) && ok "seal beside unnamed files open for writing: ${ms} ms" ||
+		fail "seal beside unnamed files open for writing waited ${ms} ms"
+else
+	fail "seal beside unnamed files open for writing"
+fi
+kill "$HOLDER" 2>/dev/null
+wait "$HOLDER" 2>/dev/null || true
+exec 5>&-
+loop_mount "$IMG" "$WORK/k3" && {
+	[[ $(ls "$WORK/k3/dir") == held ]] && ok "no unnamed file in the image" ||
+		fail "image has: $(ls "$WORK/k3/dir")"
+	loop_umount "$WORK/k3"
+}
 
 # --- staged data gone from the spool: the seal names the file's path ---
 # (the writer lists the staged tree itself; a failure is traced back to
