@@ -66,7 +66,8 @@
  */
 #define RH_MAX_READER_BUSY_PCT 50
 /*
- * A copy costs about 150 bytes a node: beyond this many directories and
+ * A copy and its rehearsal's writer took sqfs-pack from 57 to 69 MiB at
+ * 62 000 entries (the bench corpus): beyond this many directories and
  * files, rehearsals stop and the image's data pass compresses the rest.
  */
 #define RH_MAX_NODES 250000
@@ -96,7 +97,6 @@ struct spool_rehearse {
 	int64_t interval_ms;
 	struct cpu_window cpu;
 	struct timespec look, look_cpu;	/* wall and reader CPU time at the last look */
-	uint64_t runs;
 };
 
 static int64_t ms_between(const struct timespec *a, const struct timespec *b)
@@ -276,10 +276,8 @@ static void settle(struct spool_rehearse *rh)
 		spool_file_free(rh->grave[i]);
 	rh->ngrave = 0;
 	/* Blocks this whole rehearsal did not meet belong to an older tree. */
-	if (!rh->ret) {
+	if (!rh->ret)
 		kstore_evict(&rh->ks, punch, rh);
-		rh->runs++;
-	}
 	took = ms_since(&rh->started);
 	rh->interval_ms = took * RH_IDLE_FACTOR > RH_INTERVAL_MS ? took * RH_IDLE_FACTOR :
 			  RH_INTERVAL_MS;
