@@ -58,6 +58,7 @@ void spool_destroy(struct spool *sp)
 		return;
 	/* First: it may still free spool files, which talk to ahead.c. */
 	spool_rehearse_destroy(sp->rh);
+	sp->rh = NULL;
 	spool_ahead_destroy(sp->ah);
 	if (sp->fd >= 0)
 		close(sp->fd);
