@@ -100,19 +100,6 @@ struct spool_rehearse {
 	struct timespec look, look_cpu;	/* wall and reader CPU time at the last look */
 };
 
-static int64_t ms_between(const struct timespec *a, const struct timespec *b)
-{
-	return (int64_t)(b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
-}
-
-static int64_t ms_since(const struct timespec *t)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return ms_between(t, &now);
-}
-
 /* Start a look at the reader's (this thread's) share of busy time. */
 static void reader_mark(struct spool_rehearse *rh)
 {

@@ -123,14 +123,6 @@ void stage_pp_counts(const struct stage *s, uint64_t *rehearsals, uint64_t *frag
 	*current = s->pp && s->pp->runs && s->pp->rehearsed_gen == s->gen;
 }
 
-static int64_t ms_since(const struct timespec *t)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
-}
-
 int stage_pp_due(struct stage *s, struct timespec *wait)
 {
 	struct stage_pp *pp = s->pp;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static inline void put_le16(uint8_t *p, uint16_t v)
 {
@@ -46,6 +47,21 @@ static inline uint64_t get_le64(const uint8_t *p)
 static inline uint64_t align_up(uint64_t x, uint64_t a)
 {
 	return (x + a - 1) & ~(a - 1);
+}
+
+/* Milliseconds from a to b. */
+static inline int64_t ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (int64_t)(b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* Milliseconds since t (CLOCK_MONOTONIC). */
+static inline int64_t ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return ms_between(t, &now);
 }
 
 /* calloc of n*size with overflow check. */
