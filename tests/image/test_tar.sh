@@ -217,22 +217,28 @@ PY
 tar -C "$FR" --numeric-owner -xf "$S/ar/fr.tar" || fail "tar -x fr.tar"
 # tar set d0's and d2's times before it met their members again
 find "$FR" -type d -exec touch -d @7 {} +
+# slow_cat FILE: FILE on standard output in 60 pieces, 50 ms apart (3 s).
+# sqfs-pack stops reading at the end marker, so the padding after it may
+# find no reader.
+slow_cat() {
+	"$PYTHON3" -c '
+import sys, time
+data = open(sys.argv[1], "rb").read()
+step = max(1, len(data) // 60)
+try:
+    for i in range(0, len(data), step):
+        sys.stdout.buffer.write(data[i:i + step]); sys.stdout.flush(); time.sleep(0.05)
+except BrokenPipeError:
+    sys.stdout = None
+' "$1"
+}
 # slow_frags LABEL [options]
 slow_frags() {
 	local label=$1 want json frags rc=0
 	shift
 	want=$(dir_image "$FR" --no-xattrs "$@")
 	rm -f -- "$OUT/tar.sqfs"
-	json=$("$PYTHON3" -c '
-import sys, time
-data = open(sys.argv[1], "rb").read()
-step = max(1, len(data) // 60)
-try:	# sqfs-pack stops reading at the end marker: the padding after it may find no reader
-    for i in range(0, len(data), step):
-        sys.stdout.buffer.write(data[i:i + step]); sys.stdout.flush(); time.sleep(0.05)
-except BrokenPipeError:
-    sys.stdout = None
-' "$S/ar/fr.tar" | SQFS_PACK_REHEARSE=${FR_MODE:-always} "$SQFS_PACK" --tar --json -j 2 \
+	json=$(slow_cat "$S/ar/fr.tar" | SQFS_PACK_REHEARSE=${FR_MODE:-always} "$SQFS_PACK" --tar --json -j 2 \
 		--mkfs-time "$T" "$@" "$OUT/tar.sqfs" 2>"$S/err") || rc=$?
 	if ((rc)); then
 		fail "[fragments ahead: $label] exit $rc: $(cat "$S/err")"
@@ -253,15 +259,7 @@ slow_frags defaults
 FR_MODE=never slow_frags never
 slow_frags "-b 4K -c gzip" -b 4K -c gzip
 slow_frags "--always-fragments --no-dedup" --always-fragments --no-dedup
-sum=$("$PYTHON3" -c '
-import sys, time
-data = open(sys.argv[1], "rb").read()
-try:
-    for i in range(0, len(data), len(data) // 30):
-        sys.stdout.buffer.write(data[i:i + len(data) // 30]); sys.stdout.flush(); time.sleep(0.08)
-except BrokenPipeError:
-    sys.stdout = None
-' "$S/ar/fr.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --no-progress --mkfs-time "$T" "$OUT/tar.sqfs" 2>/dev/null |
+sum=$(slow_cat "$S/ar/fr.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --no-progress --mkfs-time "$T" "$OUT/tar.sqfs" 2>/dev/null |
 	grep '^Fragment blocks compressed while reading' || true)
 if [[ $sum =~ ^Fragment\ blocks\ compressed\ while\ reading\ [1-9][0-9]*\ of\ [1-9][0-9]*$ ]]; then
 	log "ok: [fragments ahead: summary] $sum"
@@ -286,16 +284,7 @@ tar -C "$FO" --numeric-owner --format=gnu -cf "$S/ar/fo.tar" .
 frags_room() {
 	local label=$1 size=$2 warn=$3 fs=$S/fo-$2 rc=0 json got stored
 	scratch_fs "$fs" "$size"
-	json=$("$PYTHON3" -c '
-import sys, time
-data = open(sys.argv[1], "rb").read()
-step = len(data) // 60
-try:
-    for i in range(0, len(data), step):
-        sys.stdout.buffer.write(data[i:i + step]); sys.stdout.flush(); time.sleep(0.05)
-except BrokenPipeError:
-    sys.stdout = None
-' "$S/ar/fo.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --json -j 2 -c zstd:3 --mkfs-time "$T" "$fs/a.sqfs" 2>"$S/err") || rc=$?
+	json=$(slow_cat "$S/ar/fo.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --json -j 2 -c zstd:3 --mkfs-time "$T" "$fs/a.sqfs" 2>"$S/err") || rc=$?
 	got=no
 	grep -q "compressing while reading stopped: No space left on device" "$S/err" && got=yes
 	stored=$("$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)["stored_fragments"])' <<<"${json:-{\}}" 2>/dev/null || echo "?")
