@@ -254,6 +254,7 @@ static int settle(struct stage *s, uint64_t *dropped)
 						continue;
 					if (!fstatat(s->datafd, stage_spool_name(name, c->ino), &st, 0)) {
 						c->size = (uint64_t)st.st_size;
+						node_set_blocks(c, st.st_blocks);
 						continue;
 					}
 					dir_del(s, n, d->name, d->len);

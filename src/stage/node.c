@@ -504,7 +504,10 @@ void node_stat(const struct snode *n, struct stat *st)
 	 * size the kernel sends us (max_write) instead of 8 of cp's 128 KiB.
 	 */
 	st->st_blksize = STAGE_IO_SIZE;
-	st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
+	if (S_ISREG(n->mode))
+		st->st_blocks = (blkcnt_t)n->nblk;
+	else
+		st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
 	st->st_atim = n->atime;
 	st->st_mtim = n->mtime;
 	st->st_ctim = n->ctime;

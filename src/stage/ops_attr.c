@@ -39,7 +39,8 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 			 struct fuse_file_info *fi)
 {
 	char name[STAGE_SPOOL_NAME_SIZE];
-	int fd, ret = 0;
+	struct stat st;
+	int fd, own = 0, ret = 0;
 
 	if (S_ISDIR(n->mode))
 		return EISDIR;
@@ -50,20 +51,23 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 	if ((uint64_t)size > s->file_max)
 		return EFBIG;
 	if (fi && fi->fh) {
-		if (ftruncate(((struct fhandle *)(uintptr_t)fi->fh)->fd, size))
-			return errno;
+		fd = ((struct fhandle *)(uintptr_t)fi->fh)->fd;
 	} else {
 		if (!n->links && !n->unnamed)
 			return ENOENT;
 		fd = openat(s->datafd, stage_spool_name(name, n->ino), O_WRONLY | O_CLOEXEC);
 		if (fd < 0)
 			return errno;
-		if (ftruncate(fd, size))
-			ret = errno;
-		close(fd);
-		if (ret)
-			return ret;
+		own = 1;
 	}
+	if (ftruncate(fd, size))
+		ret = errno;
+	else if (!fstat(fd, &st))
+		node_set_blocks(n, st.st_blocks);
+	if (own)
+		close(fd);
+	if (ret)
+		return ret;
 	stage_bg_changed(s, n, n->size < (uint64_t)size ? n->size : (uint64_t)size,
 			 UINT64_MAX);
 	n->size = (uint64_t)size;

@@ -40,6 +40,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 		}
 		stage_bg_changed(s, n, 0, UINT64_MAX);
 		n->size = 0;
+		n->nblk = 0;
 		touch(s, n, 1, 1);
 		stage_pt_settled(s, n);
 		s->gen++;
@@ -142,7 +143,11 @@ static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint6
 	lock(s);
 	stage_pt_sync(s, h->n);
 	stage_bg_changed(s, h->n, off, len);
-	if (!fstat(h->fd, &st) && (uint64_t)st.st_size != h->n->size) {
+	if (!fstat(h->fd, &st))
+		node_set_blocks(h->n, st.st_blocks);
+	else
+		st.st_size = (off_t)h->n->size;
+	if ((uint64_t)st.st_size != h->n->size) {
 		/*
 		 * The old last block changed length (a write past the end
 		 * may leave a gap): its stored form goes, wherever off was.

@@ -395,6 +395,7 @@ static void fold(struct stage *s, struct snode *n, struct ptn *e)
 
 	if (fstat(e->fd, &st))
 		return;
+	node_set_blocks(n, st.st_blocks);
 	if ((uint64_t)st.st_size != n->size) {
 		n->size = (uint64_t)st.st_size;
 		changed = 1;

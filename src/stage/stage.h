@@ -111,6 +111,11 @@ struct snode {
 			 * (stage_bg_changed).
 			 */
 			uint8_t tdig[16];
+			/*
+			 * The spool file's st_blocks as last seen (saturated),
+			 * for du and for tools that look for holes by it.
+			 */
+			uint32_t nblk;
 		};
 		char *target;	/* symlinks */
 		dev_t rdev;	/* devices: read it with node_rdev() */
@@ -127,6 +132,11 @@ static inline dev_t node_rdev(const struct snode *n)
  * the name the journal's replay looks for, so every caller makes it here.
  */
 #define STAGE_SPOOL_NAME_SIZE 21	/* UINT64_MAX's 20 digits and a NUL */
+
+static inline void node_set_blocks(struct snode *n, blkcnt_t blocks)
+{
+	n->nblk = blocks < 0 ? 0 : blocks > (blkcnt_t)UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
+}
 
 static inline const char *stage_spool_name(char buf[STAGE_SPOOL_NAME_SIZE], uint64_t ino)
 {
