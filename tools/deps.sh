@@ -10,6 +10,7 @@ pkgs=(build-essential meson ninja-build pkg-config
       python3 xz-utils zstd gzip tar util-linux valgrind
       rsync debootstrap strace		# strace: tests/fuse/test_recover.sh
       stress-ng				# tests/fuse/test_stressng.sh
+      fio				# tests/fuse/test_fio.sh
       time procps				# tools/bench
       clang-14 libclang-rt-14-dev)	# libFuzzer (tools/test.sh --mode=fuzz)
 
