@@ -163,6 +163,29 @@ loop_mount "$IMG" "$WORK/k4" && {
 	loop_umount "$WORK/k4"
 }
 
+# --- a reader of the summary gone before it is written (sqfs-seal | head):
+# the seal still unmounts, exit 0; a full disk for the summary is an error ---
+IMG=$WORK/pipe.sqfs
+stage_mount "$IMG" "$M" -o mkfs_time=7
+echo p >"$M/p"
+rc=$(python3 -c 'import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+print(subprocess.run(sys.argv[1:], stdout=w).returncode)' "$SEAL" "$M")
+wait_daemon 0
+[[ $rc == 0 ]] && ok "sqfs-seal into a closed pipe: exit 0" || fail "sqfs-seal into a closed pipe: exit $rc"
+mountpoint -q "$M" && fail "still mounted after sqfs-seal into a closed pipe" ||
+	ok "unmounted after sqfs-seal into a closed pipe"
+[[ -s $IMG ]] || fail "no image from sqfs-seal into a closed pipe"
+stage_mount "$IMG" "$M" -o mkfs_time=7
+echo p >"$M/p"
+rc=0
+"$SEAL" --json "$M" >/dev/full 2>"$WORK/err" || rc=$?
+[[ $rc == 1 ]] && grep -q "the image is sealed, but writing the summary failed: No space left" "$WORK/err" &&
+	ok "sqfs-seal >/dev/full: exit 1: $(cat "$WORK/err")" || fail "sqfs-seal >/dev/full: exit $rc: $(cat "$WORK/err")"
+wait_daemon 0
+mountpoint -q "$M" && fail "still mounted after sqfs-seal >/dev/full"
+
 # --- a parent that does not reap (an init that reaps late, a container's
 # PID 1 that never does): the daemon's zombie must not hold sqfs-seal ---
 IMG=$WORK/zombie.sqfs

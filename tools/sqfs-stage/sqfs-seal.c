@@ -142,7 +142,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c, keep = 0, json = 0, quiet = 0;
+	int c, keep = 0, json = 0, quiet = 0, out_err = 0;
 	const char *mnt;
 	char *buf, *pid, *clamped;
 	ssize_t len;
@@ -186,11 +186,18 @@ int main(int argc, char **argv)
 		free(buf);
 		return 1;
 	}
+	/*
+	 * The summary comes before the unmount: a reader gone from our stdout
+	 * (sqfs-seal MNT | head -n 1) must not stop us between the two.
+	 */
+	signal(SIGPIPE, SIG_IGN);
+	errno = 0;
 	if (json)
 		printf("%s\n", buf);
 	else if (!quiet)
 		print_human(buf);
-	fflush(stdout);
+	if (fflush(stdout) == EOF || ferror(stdout))
+		out_err = errno ? errno : EIO;
 	clamped = field(buf, "clamped_times");
 	if (clamped && strcmp(clamped, "0"))
 		fprintf(stderr, "%s: warning: %s: %s " CLI_CLAMPED_TIMES_WARNING "\n", prog, mnt,
@@ -208,5 +215,11 @@ int main(int argc, char **argv)
 		wait_exit(pid ? strtol(pid, NULL, 10) : 0);
 	}
 	free(pid);
+	/* A reader that left early wanted no more; anything else is an error. */
+	if (out_err && out_err != EPIPE) {
+		fprintf(stderr, "%s: %s: the image is sealed, but writing the summary failed: %s\n",
+			prog, mnt, strerror(out_err));
+		return 1;
+	}
 	return 0;
 }
