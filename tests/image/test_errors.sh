@@ -184,6 +184,15 @@ expect_rc 1 "ENOSPC, --tar" && expect_msg "No space left on device" "ENOSPC, --t
 nothing_left "$S/tiny" "ENOSPC, --tar"
 umount_quiet "$S/tiny"
 
+# The summary on a full stdout: the image is there, the failure is told
+RC=0
+ERR=$("$SQFS_PACK" --json "$S/src" "$S/out/summary.sqfs" 2>&1 >/dev/full) || RC=$?
+expect_rc 1 "summary to /dev/full" &&
+	expect_msg "summary.sqfs: the image is written, but writing the summary failed: No space left" \
+		"summary to /dev/full" && log "ok: [summary to /dev/full] $ERR"
+[[ -s $S/out/summary.sqfs ]] || fail "[summary to /dev/full] no image"
+rm -f "$S/out/summary.sqfs"
+
 # --- deep trees: a directory per level, a clear error past 4096 levels ---------------
 section "deep trees"
 # mkdeep DIR LEVELS [FILE [NAME]]: DIR/NAME/NAME/.../NAME (default a), LEVELS

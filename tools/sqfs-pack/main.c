@@ -396,7 +396,13 @@ int main(int argc, char **argv)
 			strerror(-ret));
 		goto out;
 	}
+	errno = 0;
 	cli_report_summary(&rep, &st, stdout);
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		fprintf(stderr, "%s: %s: the image is written, but writing the summary failed: %s\n",
+			prog, image, strerror(errno ? errno : EIO));
+		goto out;
+	}
 	if (st.clamped_times)
 		fprintf(stderr, "%s: warning: %llu " CLI_CLAMPED_TIMES_WARNING "\n", prog,
 			(unsigned long long)st.clamped_times);
