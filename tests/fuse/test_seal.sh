@@ -35,6 +35,10 @@ expect_exit 1 "mountpoint" "$STAGE" "$WORK/i.sqfs" "$WORK/nonexistent"
 expect_exit 1 "not empty" "$STAGE" "$WORK/i.sqfs" "$WORK/full"
 expect_exit 1 "No such file" "$STAGE" "$WORK/nodir/i.sqfs" "$M"
 expect_exit 1 "not a regular file" "$STAGE" "$WORK/full" "$M"
+# inside the mountpoint, the daemon would wait on its own mount for good
+expect_exit 1 "IMAGE must not be inside the mountpoint" timeout 20 "$STAGE" "$M/i.sqfs" "$M"
+expect_exit 1 "IMAGE must not be inside the mountpoint" timeout 20 "$STAGE" "$M/../m/i.sqfs" "$M"
+expect_exit 1 "spool=$M/: must not be inside the mountpoint" timeout 20 "$STAGE" -o spool="$M/" "$WORK/i.sqfs" "$M"
 mountpoint -q "$M" && fail "mounted after a start-up error"
 [[ -z $(ls -A "$WORK" | grep spool) ]] && ok "no spool left by start-up errors" ||
 	fail "spool left by a start-up error"

@@ -257,6 +257,44 @@ static int check_mountpoint(const char *mnt)
 	return 0;
 }
 
+/* PATH and ROOT resolved: is PATH ROOT or below it? */
+static int path_within(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (!strcmp(root, "/"))
+		return 1;
+	return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/*
+ * The daemon reaches the image and the spool by path: under the mountpoint
+ * they would be looked up through the mount, whose requests only it
+ * serves, and it would wait on itself for good.
+ */
+static int check_outside(const struct stage *s, const char *mnt, const char *spool)
+{
+	char m[PATH_MAX], d[PATH_MAX], *c;
+	int ret = 0;
+
+	if (!realpath(mnt, m))
+		return 0;	/* check_mountpoint() has looked at it */
+	c = strdup(s->image);
+	if (!c)
+		return -1;
+	if (path_within(dirname(c), m)) {
+		fprintf(stderr, "%s: %s: IMAGE must not be inside the mountpoint %s\n", prog,
+			s->image, m);
+		ret = -1;
+	} else if (spool && realpath(spool, d) && path_within(d, m)) {
+		fprintf(stderr, "%s: -o spool=%s: must not be inside the mountpoint %s\n", prog,
+			spool, m);
+		ret = -1;
+	}
+	free(c);
+	return ret;
+}
+
 /*
  * -o volatile marks the spool before anything unflushed is written to it;
  * a recovery refuses a spool marked in another boot (volatile.c).
@@ -483,7 +521,8 @@ int main(int argc, char **argv)
 		s.file_max = STAGE_FILE_CAP;
 	if (p.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions"))
 		goto out_free;
-	if (check_image(&s, p.image) || check_mountpoint(p.mnt))
+	if (check_image(&s, p.image) || check_mountpoint(p.mnt) ||
+	    check_outside(&s, p.mnt, p.recover ? NULL : p.spool))
 		goto out_free;
 	if (!strchr(s.image, ',')) {
 		char *fsname;
