@@ -54,6 +54,13 @@ void cli_report_progress(void *arg, const struct sqw_stats *st);
 	"range (SquashFS keeps 32-bit seconds)"
 void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 			FILE *out);
+/*
+ * Flush stdout: 0, or the errno of the write that failed (EIO when none
+ * is known), so that a full disk behind a redirection is no silent success.
+ */
+int cli_stdout_flush(void);
+/* After --help or --version: the exit status, with a message on failure. */
+int cli_stdout_status(const char *prog);
 
 /* An image written beside its target and renamed over it when complete. */
 struct cli_publish {

@@ -47,6 +47,14 @@ expect_exit 2 "" "$SEAL" --bogus "$M"
 expect_exit 1 "not a sqfs-stage mount" "$SEAL" "$WORK"
 expect_exit 0 "" "$STAGE" --help
 expect_exit 0 "" "$SEAL" --help
+for t in "$STAGE" "$SEAL"; do
+	for a in --help --version; do
+		rc=0
+		"$t" $a >/dev/full 2>"$WORK/err" || rc=$?
+		[[ $rc == 1 ]] && grep -q "writing to standard output: No space left" "$WORK/err" &&
+			ok "${t##*/} $a >/dev/full: exit 1" || fail "${t##*/} $a >/dev/full: exit $rc: $(cat "$WORK/err")"
+	done
+done
 
 # --- --keep, then later changes, then a reseal ---
 IMG=$WORK/keep.sqfs

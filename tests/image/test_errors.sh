@@ -192,6 +192,12 @@ expect_rc 1 "summary to /dev/full" &&
 		"summary to /dev/full" && log "ok: [summary to /dev/full] $ERR"
 [[ -s $S/out/summary.sqfs ]] || fail "[summary to /dev/full] no image"
 rm -f "$S/out/summary.sqfs"
+for a in --help --version; do
+	RC=0
+	ERR=$("$SQFS_PACK" $a 2>&1 >/dev/full) || RC=$?
+	expect_rc 1 "$a to /dev/full" && expect_msg "writing to standard output: No space left" "$a to /dev/full" &&
+		log "ok: [$a to /dev/full] $ERR"
+done
 
 # --- deep trees: a directory per level, a clear error past 4096 levels ---------------
 section "deep trees"

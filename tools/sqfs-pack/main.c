@@ -208,10 +208,10 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 		case OPT_PROGRESS: o->progress = 1; break;
 		case OPT_NO_PROGRESS: o->progress = 0; break;
 		case OPT_JSON: o->json = 1; break;
-		case 'h': usage(stdout); exit(0);
+		case 'h': usage(stdout); exit(cli_stdout_status(prog));
 		case 'V':
 			printf("sqfs-pack %s\n%s\n", SQW_VERSION, sqw_comp_versions());
-			exit(0);
+			exit(cli_stdout_status(prog));
 		default:
 			fprintf(stderr, "Try '%s --help'.\n", prog);
 			return -1;
@@ -396,11 +396,10 @@ int main(int argc, char **argv)
 			strerror(-ret));
 		goto out;
 	}
-	errno = 0;
 	cli_report_summary(&rep, &st, stdout);
-	if (fflush(stdout) == EOF || ferror(stdout)) {
+	if ((ret = cli_stdout_flush())) {
 		fprintf(stderr, "%s: %s: the image is written, but writing the summary failed: %s\n",
-			prog, image, strerror(errno ? errno : EIO));
+			prog, image, strerror(ret));
 		goto out;
 	}
 	if (st.clamped_times)

@@ -152,8 +152,8 @@ int main(int argc, char **argv)
 		case 'k': keep = 1; break;
 		case 'J': json = 1; break;
 		case 'q': quiet = 1; break;
-		case 'h': usage(stdout); return 0;
-		case 'V': printf("sqfs-seal %s\n", SQW_VERSION); return 0;
+		case 'h': usage(stdout); return cli_stdout_status(prog);
+		case 'V': printf("sqfs-seal %s\n", SQW_VERSION); return cli_stdout_status(prog);
 		default:
 			fprintf(stderr, "Try '%s --help'.\n", prog);
 			return 2;
@@ -191,13 +191,11 @@ int main(int argc, char **argv)
 	 * (sqfs-seal MNT | head -n 1) must not stop us between the two.
 	 */
 	signal(SIGPIPE, SIG_IGN);
-	errno = 0;
 	if (json)
 		printf("%s\n", buf);
 	else if (!quiet)
 		print_human(buf);
-	if (fflush(stdout) == EOF || ferror(stdout))
-		out_err = errno ? errno : EIO;
+	out_err = cli_stdout_flush();
 	clamped = field(buf, "clamped_times");
 	if (clamped && strcmp(clamped, "0"))
 		fprintf(stderr, "%s: warning: %s: %s " CLI_CLAMPED_TIMES_WARNING "\n", prog, mnt,

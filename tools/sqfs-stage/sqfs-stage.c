@@ -496,13 +496,13 @@ int main(int argc, char **argv)
 		printf("\nFUSE options:\n");
 		fuse_cmdline_help();
 		fuse_lowlevel_help();
-		status = CLI_EXIT_OK;
+		status = cli_stdout_status(prog);
 		goto out_free;
 	}
 	if (p.version) {
 		printf("sqfs-stage %s (libfuse %s)\n%s\n", SQW_VERSION,
 		       fuse_pkgversion(), sqw_comp_versions());
-		status = CLI_EXIT_OK;
+		status = cli_stdout_status(prog);
 		goto out_free;
 	}
 	if (p.nonopts != 2) {
