@@ -513,10 +513,18 @@ void node_stat(const struct snode *n, struct stat *st)
 	st->st_ctim = n->ctime;
 }
 
-int xattr_name_ok(const char *name)
+int xattr_name_check(const char *name)
 {
-	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
-	       !strncmp(name, "security.", 9);
+	static const char *const ns[] = { "user.", "trusted.", "security." };
+	size_t i, len;
+
+	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		len = strlen(ns[i]);
+		/* A bare prefix names no attribute: the VFS says EINVAL there. */
+		if (!strncmp(name, ns[i], len))
+			return name[len] ? 0 : EINVAL;
+	}
+	return ENOTSUP;
 }
 
 static uint32_t xhash(const char *name)

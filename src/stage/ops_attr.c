@@ -200,10 +200,14 @@ void stage_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		n->atime = now;
 	else if (to_set & FUSE_SET_ATTR_ATIME)
 		n->atime = attr->st_atim;
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
 		n->mtime = now;
-	else if (to_set & FUSE_SET_ATTR_MTIME)
+		n->mtime_set = 0;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
 		n->mtime = attr->st_mtim;
+		/* A mapping may hold pages dirtied before: see data_changed(). */
+		n->mtime_set = n->writers > 0;
+	}
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		n->ctime = attr->st_ctim;
 	else

@@ -136,7 +136,16 @@ void stage_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 /* After a write or an allocation: the size from the spool file. */
-static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint64_t len)
+/*
+ * cached: the kernel writing back pages dirtied through a mapping.  Linux
+ * moves the mtime when such a page is first dirtied, which may be before a
+ * utimensat that the write-back follows.  We cannot tell when, so a time
+ * set while the file was open for writing, and after the last write we
+ * saw, stays (a page first dirtied after that time would have moved it on
+ * Linux: the one case we get wrong, and the rarer one).
+ */
+static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint64_t len,
+			 int cached)
 {
 	struct stat st;
 
@@ -156,7 +165,9 @@ static void data_changed(struct stage *s, struct fhandle *h, uint64_t off, uint6
 				 h->n->size : (uint64_t)st.st_size, UINT64_MAX);
 		h->n->size = (uint64_t)st.st_size;
 	}
-	touch(s, h->n, 1, 1);
+	touch(s, h->n, !(cached && h->n->mtime_set), 1);
+	if (!cached)
+		h->n->mtime_set = 0;
 	stage_pt_settled(s, h->n);
 	s->gen++;
 	unlock(s);
@@ -186,7 +197,7 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		fuse_reply_err(req, (int)-res);
 		return;
 	}
-	data_changed(s, h, (uint64_t)off, (uint64_t)res);
+	data_changed(s, h, (uint64_t)off, (uint64_t)res, fi->writepage);
 	fuse_reply_write(req, (size_t)res);
 }
 
@@ -209,6 +220,8 @@ void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->n->opens--;
 	if (h->writer) {
 		h->n->writers--;
+		if (!h->n->writers)
+			h->n->mtime_set = 0;	/* no mapping can write any more */
 		s->total_writers--;
 		if (!h->n->links)
 			s->unnamed_writers--;
@@ -273,7 +286,7 @@ void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		return;
 	}
 	/* Punching or zeroing can change the size's block too. */
-	data_changed(S(req), FH(fi), (uint64_t)off, (uint64_t)len);
+	data_changed(S(req), FH(fi), (uint64_t)off, (uint64_t)len, 0);
 	fuse_reply_err(req, 0);
 }
 

@@ -99,8 +99,9 @@ void stage_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		acl_chmod(req, ino, value, size);
 		return;
 	}
-	if (!xattr_name_ok(name)) {
-		fuse_reply_err(req, ENOTSUP);
+	err = xattr_name_check(name);
+	if (err) {
+		fuse_reply_err(req, err);
 		return;
 	}
 	lock(s);
@@ -139,8 +140,9 @@ void stage_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	if (!xattr_name_ok(name)) {
-		fuse_reply_err(req, ENOTSUP);
+	err = xattr_name_check(name);
+	if (err) {
+		fuse_reply_err(req, err);
 		return;
 	}
 	lock(s);
@@ -217,8 +219,9 @@ void stage_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fuse_reply_err(req, 0);
 		return;
 	}
-	if (!xattr_name_ok(name)) {
-		fuse_reply_err(req, ENOTSUP);
+	err = xattr_name_check(name);
+	if (err) {
+		fuse_reply_err(req, err);
 		return;
 	}
 	lock(s);

@@ -91,7 +91,14 @@ struct snode {
 	 * An O_TMPFILE not linked yet: no entry names it, but its spool file
 	 * still has its name, for a link to keep and a free to remove.
 	 */
-	uint8_t unnamed;
+	uint8_t unnamed : 1;
+	/*
+	 * ops_file.c: the mtime was set explicitly, while the file was open
+	 * for writing, after the last write we saw.  The kernel writes back
+	 * pages dirtied through a shared mapping only later; such a write
+	 * must not move a time set in between.
+	 */
+	uint8_t mtime_set : 1;
 	uint64_t sqw_pass;	/* journal.c: reached in this walk */
 	uint64_t jmark;		/* journal.c: marked in this operation */
 	union {
@@ -261,7 +268,8 @@ void node_unlinked(struct stage *s, struct snode *n);
 int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int flags);
 const struct sxattr *xattr_get(const struct snode *n, const char *name);
 int xattr_remove(struct snode *n, const char *name);
-int xattr_name_ok(const char *name);
+/* 0, or the errno a name outside what SquashFS stores gets. */
+int xattr_name_check(const char *name);
 
 /*
  * bg.c: background compression of closed files.  Everything but start and
