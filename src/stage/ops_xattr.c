@@ -91,7 +91,9 @@ void stage_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct snode *n;
 	int err;
 
-	if (!strcmp(name, STAGE_SEAL_XATTR) || !strcmp(name, STAGE_STATUS_XATTR)) {
+	/* Only the root's are the control channel (ops_ctl.c). */
+	if (ino == FUSE_ROOT_ID &&
+	    (!strcmp(name, STAGE_SEAL_XATTR) || !strcmp(name, STAGE_STATUS_XATTR))) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}

@@ -362,6 +362,10 @@ r = libc.listxattr(b"own", buf, ctypes.c_size_t(1))
 check(r == -1 and ctypes.get_errno() == errno.ERANGE, "listxattr ERANGE")
 check("user.sqfs-stage.seal" not in os.listxattr("."), "seal xattr not listed")
 expect_errno(errno.EPERM, os.setxattr, ".", "user.sqfs-stage.seal", b"1")
+# Elsewhere they are attributes like any other (a copied tree may carry them).
+os.setxattr("own", "user.sqfs-stage.seal", b"kept")
+check(os.getxattr("own", "user.sqfs-stage.seal") == b"kept", "user.sqfs-stage.seal on a file")
+os.removexattr("own", "user.sqfs-stage.seal")
 
 # --- statfs, access ---
 sv = os.statvfs(".")
