@@ -219,6 +219,13 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	ret = pack_filter_match_below(c->filter, path, S_ISDIR(at.mode));
 	if (ret)
 		return ret < 0 ? fail(c, ret, "allocating", raw) : 0;
+	/* (uid_t)-1 is no owner: chown's "leave it". */
+	if (archive_entry_uid(e) < 0 || archive_entry_uid(e) >= UINT32_MAX ||
+	    archive_entry_gid(e) < 0 || archive_entry_gid(e) >= UINT32_MAX) {
+		snprintf(c->err->detail, sizeof(c->err->detail), "uid %lld, gid %lld",
+			 (long long)archive_entry_uid(e), (long long)archive_entry_gid(e));
+		return fail(c, -EBADMSG, "owner outside 0..4294967294", raw);
+	}
 	if (path_depth(path) > TAR_MAX_DEPTH) {
 		snprintf(c->err->detail, sizeof(c->err->detail),
 			 "%zu levels, at most %d", path_depth(path), TAR_MAX_DEPTH);

@@ -143,6 +143,19 @@ gs = bytearray(one[:512]); gs[156] = ord("S")
 gs[386:386 + 24] = b"%011o\0" % 0 + b"%011o\0" % 5            # one map entry
 gs[483:495] = b256(1 << 62)
 raw("gnu-sparse-4eib.tar", checksum(gs) + one[512:])
+# owners beyond 32 bits must not wrap (2**32 would be root)
+def owned(name, fmt=tarfile.PAX_FORMAT, pax=None, uid=1000, gid=1000):
+    t = tarfile.TarInfo("owned"); t.size = 2; t.mtime = 1; t.mode = 0o4755
+    t.uid, t.gid = uid, gid
+    if pax:
+        t.pax_headers = pax
+    mk(name, [(t, b"x\n")], fmt)
+owned("uid-2p32-pax.tar", pax={"uid": "4294967296"})
+owned("gid-2p32-pax.tar", pax={"gid": "4294967296"})
+owned("uid-negative-pax.tar", pax={"uid": "-1"})
+owned("gid-20-digits-pax.tar", pax={"gid": "99999999999999999999"})
+owned("uid-2p32-gnu.tar", tarfile.GNU_FORMAT, uid=1 << 32, gid=(1 << 32) + 5)
+owned("uid-max-pax.tar", pax={"uid": "4294967294", "gid": "4294967294"})
 
 # --- path traversal -----------------------------------------------------------------
 mk("dotdot.tar", [reg("../escaped")])
@@ -328,6 +341,16 @@ bad sparse-realsize-4eib.tar 'sparse-huge.*too large|too large.*sparse-huge'
 bad sparse-realsize-5tib.tar 'sparse-5tib.*too large.*4 TiB'
 bad sparse-beyond-size.tar 'sparse-beyond.*(beyond|malformed|invalid)|(beyond|malformed|invalid).*sparse-beyond'
 bad gnu-sparse-4eib.tar 'too large|malformed|invalid'
+
+section "owners beyond 32 bits"
+for ar in uid-2p32-pax.tar gid-2p32-pax.tar uid-negative-pax.tar gid-20-digits-pax.tar uid-2p32-gnu.tar; do
+	bad "$ar" 'owned: owner outside 0\.\.4294967294'
+done
+if good uid-max-pax.tar; then
+	got=$(stat -c %u/%g "$S/x/owned" 2>&1)
+	[[ $got == 4294967294/4294967294 ]] ||
+		fail "[uid-max-pax.tar] owner in the image: '$got', expected 4294967294/4294967294"
+fi
 
 section "path traversal"
 bad dotdot.tar "\.\./escaped.*unsafe|unsafe.*\.\./escaped"
