@@ -5,10 +5,15 @@
  * block as compressing a text one (zstd:15 23 MB/s, xz 3.6 MB/s, lzo-999
  * 16 MB/s per core on random bytes), only for the block to be stored raw.
  *
- * A block is called incompressible when both
+ * A block is called incompressible when all of
  *  - its byte distribution is flat: the collision entropy (Renyi order 2,
  *    a lower bound of Shannon's) of a sample is at least 7.95 bits per
- *    byte, so no entropy coder gains even 1% on it, and
+ *    byte, so no entropy coder gains even 1% on it,
+ *  - so is the distribution of the differences of neighbouring bytes in
+ *    the sample: samples of a signal (8-bit audio, an image row) spread
+ *    over every byte value, yet each is near the one before it, which
+ *    xz's literal coder (its context is the previous byte) and even LZ
+ *    matches of short runs of steps exploit, and
  *  - it has no repeats a match finder could use: 8-byte windows taken at
  *    every 16th offset are looked up from every 17th offset, which meets
  *    a repeat at any distance once every 16 * 17 bytes of it; more hits
@@ -26,31 +31,24 @@
 #define INSERT_STEP	16
 #define PROBE_STEP	17
 
-static void count(uint32_t *h, const uint8_t *p, size_t n)
+/* Bytes into h, differences of neighbours (n - 1 of them) into d. */
+static void count(uint32_t *h, uint32_t *d, const uint8_t *p, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++)
+	h[p[0]]++;
+	for (i = 1; i < n; i++) {
 		h[p[i]]++;
+		d[(uint8_t)(p[i] - p[i - 1])]++;
+	}
 }
 
-/* Collision entropy of the sample >= 7.95 bits per byte. */
-static int flat(const uint8_t *p, uint32_t n)
+/* Collision entropy of the m counts in h >= 7.95 bits per byte. */
+static int flat_counts(const uint32_t *h, uint64_t m)
 {
-	uint32_t h[256] = { 0 };
-	uint64_t sum = 0, m;
+	uint64_t sum = 0;
 	unsigned i;
 
-	if (n >= SAMPLE_CHUNKS * SAMPLE_CHUNK * 4) {
-		uint32_t stride = n / SAMPLE_CHUNKS;
-
-		for (i = 0; i < SAMPLE_CHUNKS; i++)
-			count(h, p + (size_t)i * stride, SAMPLE_CHUNK);
-		m = SAMPLE_CHUNKS * SAMPLE_CHUNK;
-	} else {
-		count(h, p, n);
-		m = n;
-	}
 	for (i = 0; i < 256; i++)
 		sum += (uint64_t)h[i] * h[i];
 	/*
@@ -59,6 +57,28 @@ static int flat(const uint8_t *p, uint32_t n)
 	 * in integers: 256 * 10000 * (sum - m) <= 10353 * m^2.
 	 */
 	return 256u * 10000u * (sum - m) <= 10353u * m * m;
+}
+
+/* The sample's bytes, and the steps between neighbours, are both flat. */
+static int flat(const uint8_t *p, uint32_t n)
+{
+	uint32_t h[256] = { 0 }, d[256] = { 0 };
+	uint64_t m, md;
+	unsigned i;
+
+	if (n >= SAMPLE_CHUNKS * SAMPLE_CHUNK * 4) {
+		uint32_t stride = n / SAMPLE_CHUNKS;
+
+		for (i = 0; i < SAMPLE_CHUNKS; i++)
+			count(h, d, p + (size_t)i * stride, SAMPLE_CHUNK);
+		m = SAMPLE_CHUNKS * SAMPLE_CHUNK;
+		md = SAMPLE_CHUNKS * (SAMPLE_CHUNK - 1);
+	} else {
+		count(h, d, p, n);
+		m = n;
+		md = n - 1;
+	}
+	return flat_counts(h, m) && flat_counts(d, md);
 }
 
 static uint64_t load64(const uint8_t *p)
