@@ -14,7 +14,10 @@
 struct sqw_source_ops {
 	/* Open the data of a file whose node source handle is src. */
 	int (*open)(void *ctx, void *src, void **handle);
-	/* Read exactly len bytes at off (holes read as zeros); -errno. */
+	/*
+	 * Read exactly len bytes at off (holes read as zeros); -errno, and
+	 * -ENODATA if the file ends before (it shrank since it was listed).
+	 */
 	int (*read)(void *handle, uint64_t off, void *buf, size_t len);
 	/*
 	 * Optional: offset of the first data byte at or after off, or the

@@ -30,7 +30,7 @@ static int src_read(struct writer *w, size_t k, void *h, uint64_t off,
 {
 	int ret = w->ops->read(h, off, buf, len);
 
-	return ret ? writer_fail_file(w, ret, "reading", k) : 0;
+	return ret ? writer_fail_file(w, ret, writer_read_what(ret), k) : 0;
 }
 
 static int uses_frag(unsigned flags, uint32_t bs, uint64_t size)
@@ -281,7 +281,7 @@ static int stored_block(struct rd *r, uint32_t b, struct bp_job *j)
 		return 0;
 	ret = w->ops->stored_block(r->h, b, j->in, &word);
 	if (ret <= 0)
-		return ret ? writer_fail_file(w, ret, "reading", r->k) : 0;
+		return ret ? writer_fail_file(w, ret, writer_read_what(ret), r->k) : 0;
 	/* A stored hole is only valid where the image may have holes. */
 	if ((!word && !j->allow_sparse) || (word & ~(1u << 24)) > w->bs)
 		return 0;

@@ -303,7 +303,7 @@ int frag_tail_add(struct writer *w, size_t k, struct rd *r, unsigned level)
 	if (w->keyed && w->ops->tail_digest)
 		ret = w->ops->tail_digest(w->src_ctx, n->src, n->size, len, digest, &token);
 	if (ret < 0)
-		return writer_fail_file(w, ret, "reading", k);
+		return writer_fail_file(w, ret, writer_read_what(ret), k);
 	if (!ret) {
 		/* The source does not know it: read it now. */
 		ret = r ? data_rd_block(r, n->size - len, len, w->rbuf2) :

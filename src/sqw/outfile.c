@@ -244,7 +244,7 @@ int outfile_read(struct outfile *o, uint64_t off, void *dst, size_t len)
 	int ret;
 
 	if (off + len > o->pos)
-		return -EIO;	/* as a short read of the file would be */
+		return -ENODATA;	/* as a short read of the file would be */
 	if (!o->buf)
 		return drain(o);	/* a queued write failed */
 	if (off < o->flushed) {

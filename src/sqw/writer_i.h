@@ -207,6 +207,12 @@ static inline int writer_fail_file(struct writer *w, int code, const char *what,
 	return writer_fail(w, code, what, NULL);
 }
 
+/* What a failed read of a file's data was: ops->read's -ENODATA is its end. */
+static inline const char *writer_read_what(int code)
+{
+	return code == -ENODATA ? "reading: the file shrank while it was read" : "reading";
+}
+
 /* walk.c: the sorted listing of directory dir at depth (valid until the next at that depth). */
 int walk_list(struct writer *w, void *dir, size_t depth, struct wlist **out);
 /* The source's entry of node (no name); its errors fail the write. */

@@ -83,7 +83,7 @@ int pread_all(int fd, void *buf, size_t len, uint64_t off)
 			return -errno;
 		}
 		if (n == 0)
-			return -EIO;
+			return -ENODATA;	/* the end of the file came first */
 		p += n;
 		len -= (size_t)n;
 		off += (uint64_t)n;

@@ -95,7 +95,7 @@ static inline void buf_free(struct buf *b)
 
 /* Write all of buf at off; retries short writes and EINTR; keeps errno. */
 int pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
-/* Read exactly len bytes at off; -EIO on a short read (file shrank). */
+/* Read exactly len bytes at off; -ENODATA if the file ends first (it shrank). */
 int pread_all(int fd, void *buf, size_t len, uint64_t off);
 
 /*
