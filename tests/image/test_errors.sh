@@ -87,6 +87,10 @@ usage "IMAGE|usage|Usage" --tar "$S/out/a.sqfs" "$S/out/b.sqfs"
 usage "--no-fragments.*--always-fragments|--always-fragments.*--no-fragments" \
 	--no-fragments --always-fragments "$S/src" "$S/out/i.sqfs"
 usage "--mkfs-time\b.*yesterday" --mkfs-time yesterday "$S/src" "$S/out/i.sqfs"
+# An empty name is refused before any work (it would fail only at the end).
+usage "IMAGE must not be empty" "$S/src" ""
+usage "SRC_DIR must not be empty" "" "$S/out/i.sqfs"
+usage "IMAGE must not be empty" --tar ""
 
 # --- packing failures: exit 1 -------------------------------------------------------
 section "packing failures"
@@ -220,6 +224,21 @@ for a in --help --version; do
 	expect_rc 1 "$a to /dev/full" && expect_msg "writing to standard output: No space left" "$a to /dev/full" &&
 		log "ok: [$a to /dev/full] $ERR"
 done
+# A reader that has gone away is no error (exit 0, no SIGPIPE death), and
+# the image is published all the same.  The reader closes its end at once.
+for a in --help --version "--json $S/src $S/out/gone.sqfs"; do
+	# shellcheck disable=SC2086
+	{
+		rc=0
+		"$SQFS_PACK" $a 2>"$S/pipe.err" || rc=$?
+		echo "$rc" >"$S/pipe.rc"
+	} | (exec 0<&-; sleep 0.5)
+	RC=$(cat "$S/pipe.rc")
+	((RC == 0)) || fail "[$a to a closed pipe] exit status $RC, expected 0: $(cat "$S/pipe.err")"
+done
+[[ -s $S/out/gone.sqfs ]] && log "ok: [closed pipe] exit 0, image written" ||
+	fail "[--json to a closed pipe] no image"
+rm -f "$S/out/gone.sqfs"
 
 # --- deep trees: a directory per level, a clear error past 4096 levels ---------------
 section "deep trees"
@@ -312,26 +331,29 @@ for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(s, signal.SIG_DFL)
 os.execv(sys.argv[1], sys.argv[1:])'
 
+# wait_tmp PID DIR: until PID has its unnamed image file (O_TMPFILE) open in
+# DIR, which /proc shows as DIR/#INODE (deleted); 1 if it never does.
+wait_tmp() {
+	local pid=$1 dir=$2 i tmp=()
+	for ((i = 0; i < 400; i++)); do
+		mapfile -t tmp < <(find "/proc/$pid/fd" -lname "$dir/#*" 2>/dev/null || true)
+		((${#tmp[@]} == 0)) || return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.025
+	done
+	return 1
+}
+
 # interrupt SIGNAL TARGET_NAME: start a slow pack, send SIGNAL once the temp
 # file exists, and report how it ended in RC.
 interrupt() {
-	local sig=$1 target=$S/sig/$2 pid i tmp=()
+	local sig=$1 target=$S/sig/$2 pid
 	# A background job of a script starts with SIGINT ignored: reset it to the
 	# default before exec, as an interactive user's sqfs-pack would have it.
 	"$PYTHON3" -c "$DEFAULT_SIGNALS" "$SQFS_PACK" -q -c xz:9 --serial "$S/big" "$target" \
 		2>"$S/sig.err" &
 	pid=$!
-	# The image is written to an unnamed file (O_TMPFILE) in the target's
-	# directory: /proc shows it as DIR/#INODE (deleted).
-	for ((i = 0; i < 400; i++)); do
-		mapfile -t tmp < <(find "/proc/$pid/fd" -lname "$S/sig/#*" 2>/dev/null || true)
-		((${#tmp[@]} == 0)) || break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.025
-	done
-	if ((${#tmp[@]} == 0)); then
-		fail "[$sig] sqfs-pack never had an unnamed file open beside the target"
-	fi
+	wait_tmp "$pid" "$S/sig" || fail "[$sig] sqfs-pack never had an unnamed file open beside the target"
 	sleep 0.3
 	kill -s "$sig" "$pid" 2>/dev/null || fail "[$sig] sqfs-pack had already finished"
 	RC=0
@@ -346,6 +368,24 @@ for sig in INT TERM HUP; do
 	[[ $(sha "$S/sig/keep.sqfs") == "$KEEP" ]] || fail "[SIG$sig] the existing image was changed"
 	nothing_left "$S/sig" "SIG$sig" keep.sqfs && log "ok: [SIG$sig] no partial image, no temp file"
 done
+# A background job of a script starts with SIGINT ignored, and a signal
+# ignored at the start stays ignored: the pack goes on to its image.
+mkdir "$S/ign" "$S/ign_src"
+head -c 6M "$S/big/more" >"$S/ign_src/f"
+"$SQFS_PACK" -q -c xz:9 --serial "$S/ign_src" "$S/ign/i.sqfs" 2>"$S/ign.err" &
+pid=$!
+if wait_tmp "$pid" "$S/ign"; then
+	kill -s INT "$pid" 2>/dev/null || fail "[ignored SIGINT] sqfs-pack had already finished"
+else
+	fail "[ignored SIGINT] sqfs-pack never had an unnamed file open beside the target"
+fi
+RC=0
+wait "$pid" || RC=$?
+((RC == 0)) || fail "[ignored SIGINT] exit status $RC, expected 0: $(cat "$S/ign.err")"
+[[ -f $S/ign/i.sqfs ]] && unsquashfs -n -d "$S/ign_x" "$S/ign/i.sqfs" >/dev/null 2>&1 &&
+	cmp -s "$S/ign_src/f" "$S/ign_x/f" && log "ok: [ignored SIGINT] the image was finished" ||
+	fail "[ignored SIGINT] no complete image"
+
 interrupt KILL new.sqfs
 [[ ! -e $S/sig/new.sqfs ]] || fail "[SIGKILL] a partial image was left at the target"
 interrupt KILL keep.sqfs

@@ -34,6 +34,19 @@ static void on_signal(int sig)
 	errno = e;
 }
 
+/*
+ * A signal ignored when we started stays ignored (the shell's choice for a
+ * background job, nohup's for SIGHUP).
+ */
+static void catch_signal(int sig)
+{
+	struct sigaction sa;
+
+	if (!sigaction(sig, NULL, &sa) && sa.sa_handler == SIG_IGN)
+		return;
+	signal(sig, on_signal);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -228,6 +241,11 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 			"SRC_DIR and IMAGE", prog);
 		return -1;
 	}
+	if (!argv[argc - 1][0] || (!*tar && !argv[optind][0])) {
+		fprintf(stderr, "%s: %s must not be empty\nTry '%s --help'.\n", prog,
+			argv[argc - 1][0] ? "SRC_DIR" : "IMAGE", prog);
+		return -1;
+	}
 	if (cli_opts_finish(o, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
 		return -1;
@@ -271,6 +289,11 @@ int main(int argc, char **argv)
 	struct pack_args pa = { 0 };
 	int ret, status = CLI_EXIT_FAIL;
 
+	/*
+	 * A reader of standard output or error that has gone away is no
+	 * error: what it missed is only the summary (EPIPE, below).
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	if (parse_args(argc, argv, &o, &pa)) {
 		pack_filter_free(&pa.filter);
 		pack_pseudo_free(&pa.pseudo);
@@ -357,10 +380,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	tmp_path = pub.tmp;
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGHUP, on_signal);
-	signal(SIGPIPE, on_signal);
+	catch_signal(SIGINT);
+	catch_signal(SIGTERM);
+	catch_signal(SIGHUP);
 
 	cli_report_start(&rep, &o, image, sqw_tree_data_size(tree));
 	o.img.progress = cli_report_progress;
@@ -397,7 +419,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	cli_report_summary(&rep, &st, stdout);
-	if ((ret = cli_stdout_flush())) {
+	if ((ret = cli_stdout_flush()) && ret != EPIPE) {
 		fprintf(stderr, "%s: %s: the image is written, but writing the summary failed: %s\n",
 			prog, image, strerror(ret));
 		goto out;
