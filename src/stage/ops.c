@@ -94,6 +94,12 @@ static void op_destroy(void *userdata)
 	stage_spare_stop(s);
 	stage_syncer_stop(s);
 	lock(s);
+	if (__atomic_load_n(&s->conn_gone, __ATOMIC_RELAXED) && s->total_writers) {
+		stage_log(s, LOG_INFO, "the kernel closed the last files without telling us "
+			  "(%llu open for writing): sealing them as they are",
+			  (unsigned long long)s->total_writers);
+		stage_handles_lost(s);
+	}
 	if (s->gen != s->sealed_gen) {
 		ret = stage_seal(s, &msg);
 		if (ret) {

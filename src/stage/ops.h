@@ -114,6 +114,8 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 			off_t off, struct fuse_file_info *fi);
 void stage_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* The connection is gone: every handle still counted open is closed (lock held). */
+void stage_handles_lost(struct stage *s);
 int stage_op_flush_both(struct stage *s, int fd, int datasync, struct stage_jnl_plan *p);
 void stage_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		    struct fuse_file_info *fi);

@@ -234,6 +234,37 @@ void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * The kernel sends RELEASE in the background, and when the last file of a
+ * detached mount (umount -l) closes, or one closes just before the
+ * unmount, it ends the connection with that request still queued: we
+ * never hear of it.  With the connection gone no file can be open, so the
+ * final seal takes every file as its spool file holds it.
+ */
+void stage_handles_lost(struct stage *s)
+{
+	struct snode *n;
+	size_t i;
+
+	for (i = 0; i < s->islots; i++) {
+		for (n = s->itab[i]; n; n = n->hnext) {
+			if (!S_ISREG(n->mode) || !n->opens)
+				continue;
+			stage_pt_sync(s, n);	/* what passthrough wrote */
+			if (n->writers) {
+				s->total_writers -= n->writers;
+				if (!n->links)
+					s->unnamed_writers -= n->writers;
+				n->writers = 0;
+				n->mtime_set = 0;
+				/* As a release would: changes in the last tick leave no mark. */
+				stage_bg_changed(s, n, 0, UINT64_MAX);
+			}
+			n->opens = 0;
+		}
+	}
+}
+
 /* Flush fd (if >= 0) and the changes p plans, the latter in the syncer. */
 int stage_op_flush_both(struct stage *s, int fd, int datasync, struct stage_jnl_plan *p)
 {

@@ -160,10 +160,14 @@ static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
 {
 	ssize_t r = read(fd, buf, len);
 
-	if (r >= 0)
+	if (r >= 0) {
 		stage_pt_note_request(userdata, buf, (size_t)r);
-	else
+	} else {
 		cur_backing = 0;
+		if (errno == ENODEV)
+			__atomic_store_n(&((struct stage *)userdata)->conn_gone, 1,
+					 __ATOMIC_RELAXED);
+	}
 	return r;
 }
 

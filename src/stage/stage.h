@@ -233,6 +233,11 @@ struct stage {
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
 	uint64_t pass;
 	int final_status;	/* exit status of the daemon */
+	/*
+	 * /dev/fuse said ENODEV: the kernel ended the connection because the
+	 * superblock went, so no file of the mount is open any more (atomic).
+	 */
+	int conn_gone;
 	/* The last removal of security.capability: whose, by whom (ops_xattr.c). */
 	fuse_ino_t capdrop_ino;
 	pid_t capdrop_pid;

@@ -53,6 +53,15 @@ for t in "$STAGE" "$SEAL"; do
 		"$t" $a >/dev/full 2>"$WORK/err" || rc=$?
 		[[ $rc == 1 ]] && grep -q "writing to standard output: No space left" "$WORK/err" &&
 			ok "${t##*/} $a >/dev/full: exit 1" || fail "${t##*/} $a >/dev/full: exit $rc: $(cat "$WORK/err")"
+		# a reader that has gone away: no error, no death by SIGPIPE
+		{
+			rc=0
+			"$t" $a 2>"$WORK/err" || rc=$?
+			echo "$rc" >"$WORK/rc"
+		} | (exec 0<&-; sleep 0.3)
+		rc=$(cat "$WORK/rc")
+		[[ $rc == 0 ]] && ok "${t##*/} $a to a closed pipe: exit 0" ||
+			fail "${t##*/} $a to a closed pipe: exit $rc: $(cat "$WORK/err")"
 	done
 done
 
@@ -148,6 +157,28 @@ loop_mount "$IMG" "$WORK/k3" && {
 	loop_umount "$WORK/k3"
 }
 ls -A "$WORK" | grep -q 'keep.sqfs.spool' && fail "spool left after unmount seal" || ok "spool removed"
+
+# --- umount -l with a file still open for writing: sealed at its close ---
+# The kernel sends RELEASE in the background; when the last file of a
+# detached mount closes it ends the connection with that request still
+# queued.  A stopped daemon makes the loss certain: it must seal the file
+# as it is, not fail with "still open for writing".
+for opt in "" no_passthrough; do
+	IMG=$WORK/lazy$opt.sqfs
+	stage_mount "$IMG" "$M" ${opt:+-o "$opt"}
+	exec 8>"$M/open"
+	echo first >&8
+	umount -l "$M"
+	echo second >&8
+	kill -STOP "$DPID"
+	exec 8>&-
+	sleep 0.3
+	kill -CONT "$DPID"
+	wait_daemon 0
+	got=$(unsquashfs -cat "$IMG" open 2>&1 | tr '\n' ' ')
+	[[ $got == "first second " ]] && ok "umount -l ${opt:-passthrough}: the file closed later is sealed" ||
+		fail "umount -l ${opt:-passthrough}: image holds '$got'"
+done
 
 # --- unmount with nothing changed since the last seal: no new image ---
 IMG=$WORK/same.sqfs

@@ -147,6 +147,11 @@ int main(int argc, char **argv)
 	char *buf, *pid, *clamped;
 	ssize_t len;
 
+	/*
+	 * A reader gone from our stdout (sqfs-seal MNT | head -n 1) is no
+	 * error, and must not stop us between the summary and the unmount.
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	while ((c = getopt_long(argc, argv, "kqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k': keep = 1; break;
@@ -186,11 +191,6 @@ int main(int argc, char **argv)
 		free(buf);
 		return 1;
 	}
-	/*
-	 * The summary comes before the unmount: a reader gone from our stdout
-	 * (sqfs-seal MNT | head -n 1) must not stop us between the two.
-	 */
-	signal(SIGPIPE, SIG_IGN);
 	if (json)
 		printf("%s\n", buf);
 	else if (!quiet)

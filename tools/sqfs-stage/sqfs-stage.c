@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -462,6 +463,8 @@ int main(int argc, char **argv)
 	int ret, marked = 0, status = CLI_EXIT_FAIL;
 
 	memset(&fo, 0, sizeof(fo));
+	/* As libfuse would: a reader gone (sqfs-stage --help | head) is no error. */
+	signal(SIGPIPE, SIG_IGN);
 	if (!av) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return CLI_EXIT_FAIL;
