@@ -163,6 +163,12 @@ wait_daemon() {
 	done
 	if kill -0 "$DPID" 2>/dev/null; then
 		fail "daemon $DPID still running 30 s after it should have exited; killed"
+		# where it waits, for the log
+		local t
+		for t in /proc/"$DPID"/task/*; do
+			log "  thread ${t##*/} $(cat "$t/comm" 2>/dev/null) state $(cut -d' ' -f3 "$t/stat" 2>/dev/null) in $(cat "$t/wchan" 2>/dev/null)"
+			sed 's/^/    /' "$t/stack" 2>/dev/null | head -12 >&2 || true
+		done
 		kill -9 "$DPID" 2>/dev/null
 		wait "$DPID" 2>/dev/null || true
 		return 0

@@ -65,6 +65,69 @@ for t in "$STAGE" "$SEAL"; do
 	done
 done
 
+# --- only the root of a sqfs-stage mount is one, whatever xattrs say ---
+mkdir -p "$WORK/plain"
+setfattr -n user.sqfs-stage.seal -v '{"pid": 1, "image": "/x"}' "$WORK/plain"
+expect_exit 1 "plain: not a sqfs-stage mount" "$SEAL" "$WORK/plain"
+IMG=$WORK/root.sqfs
+stage_mount "$IMG" "$M"
+mkdir "$M/sub"
+setfattr -n user.sqfs-stage.seal -v '{"pid": 1, "image": "/x"}' "$M/sub"
+expect_exit 1 "sub: not a sqfs-stage mount (a directory inside one" "$SEAL" "$M/sub"
+mountpoint -q "$M" && ok "still mounted after sqfs-seal of a directory inside" ||
+	fail "sqfs-seal of a directory inside unmounted the mount"
+# a symlink to the mountpoint: sealed, and the mount itself unmounted
+ln -sfn "$M" "$WORK/link"
+expect_exit 0 "" "$SEAL" --quiet "$WORK/link"
+wait_daemon 0
+mountpoint -q "$M" && fail "still mounted after sqfs-seal of a symlink to it" ||
+	ok "sqfs-seal of a symlink to the mountpoint unmounted it"
+rm -f "$WORK/link"
+
+# --- a second mount over a live one would hide its tree: refused ---
+IMG=$WORK/first.sqfs
+stage_mount "$IMG" "$M"
+expect_exit 1 "already a sqfs-stage mount" "$STAGE" "$WORK/second.sqfs" "$M"
+[[ ! -e $WORK/second.sqfs ]] && (($(grep -c " $M fuse" /proc/mounts) == 1)) &&
+	ok "no second mount over a live one" || fail "a second mount was stacked over $M"
+"$SEAL" --quiet "$M" || fail "seal of the first mount"
+wait_daemon 0
+
+# --- an image path with a comma and a backslash is shown whole in mounts ---
+IMG="$WORK/a,b\\c.sqfs"
+stage_mount "$IMG" "$M"
+grep -qF "$WORK/a,b\\134c.sqfs $M fuse" /proc/mounts && ok "fsname with a comma and a backslash" ||
+	fail "fsname in /proc/mounts: $(grep " $M " /proc/mounts)"
+"$SEAL" --quiet "$M" || fail "seal of a,b\\c.sqfs"
+wait_daemon 0
+[[ -f $IMG ]] || fail "no image at $IMG"
+
+# --- a file size limit inherited by the daemon: EFBIG, not its death ---
+IMG=$WORK/fsize.sqfs
+(ulimit -f 4096 && exec "$STAGE" -f -o no_passthrough "$IMG" "$M" >>"$WORK/daemon.log" 2>&1) &
+DPID=$!
+DAEMONS+=("$DPID")
+for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; sleep 0.05; done
+rc=0
+head -c 5M /dev/zero >"$M/big" 2>"$WORK/err" || rc=$?
+[[ $rc != 0 ]] && grep -q "File too large" "$WORK/err" && kill -0 "$DPID" &&
+	ok "write past ulimit -f: EFBIG, daemon alive" || fail "write past ulimit -f: rc $rc, $(cat "$WORK/err")"
+"$SEAL" --quiet "$M" || fail "seal after EFBIG"
+wait_daemon 0
+
+# --- the seal at unmount, once started, is not stopped by a second SIGTERM ---
+IMG=$WORK/term.sqfs
+stage_mount "$IMG" "$M" -o no_background,comp=xz
+python3 -c 'import random, sys; r = random.Random(3); w = [str(r.random()) for _ in range(4000)]
+sys.stdout.write(" ".join(r.choice(w) for _ in range(600_000)))' >"$M/text"
+kill -TERM "$DPID"
+sleep 0.3
+kill -TERM "$DPID" 2>/dev/null || log "note: the seal was over before the second SIGTERM"
+wait_daemon 0
+unsquashfs -cat "$IMG" text 2>/dev/null | cmp -s - <(python3 -c 'import random, sys; r = random.Random(3); w = [str(r.random()) for _ in range(4000)]
+sys.stdout.write(" ".join(r.choice(w) for _ in range(600_000)))') &&
+	ok "sealed whole despite a second SIGTERM" || fail "no complete image after a second SIGTERM"
+
 # --- --keep, then later changes, then a reseal ---
 IMG=$WORK/keep.sqfs
 stage_mount "$IMG" "$M" -o mkfs_time=7

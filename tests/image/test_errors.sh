@@ -210,6 +210,13 @@ expect_rc 1 "ENOSPC, --tar" && expect_msg "No space left on device" "ENOSPC, --t
 nothing_left "$S/tiny" "ENOSPC, --tar"
 umount_quiet "$S/tiny"
 
+# A file size limit (ulimit -f) below the image: EFBIG named, not SIGXFSZ
+mkdir -p "$S/fsize"
+RC=0
+ERR=$(ulimit -f 64 && "$SQFS_PACK" -q -c lz4 "$S/big" "$S/fsize/i.sqfs" 2>&1 >/dev/null) || RC=$?
+expect_rc 1 "ulimit -f" && expect_msg "File too large" "ulimit -f" && log "ok: [ulimit -f] $ERR"
+nothing_left "$S/fsize" "ulimit -f"
+
 # The summary on a full stdout: the image is there, the failure is told
 RC=0
 ERR=$("$SQFS_PACK" --json "$S/src" "$S/out/summary.sqfs" 2>&1 >/dev/full) || RC=$?

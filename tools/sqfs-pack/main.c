@@ -294,6 +294,8 @@ int main(int argc, char **argv)
 	 * error: what it missed is only the summary (EPIPE, below).
 	 */
 	signal(SIGPIPE, SIG_IGN);
+	/* A file size limit (ulimit -f) is an error that names itself: EFBIG. */
+	signal(SIGXFSZ, SIG_IGN);
 	if (parse_args(argc, argv, &o, &pa)) {
 		pack_filter_free(&pa.filter);
 		pack_pseudo_free(&pa.pseudo);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -17,6 +19,7 @@
 
 #define SEAL_XATTR "user.sqfs-stage.seal"
 #define SEAL_BUF 65536
+#define FUSE_SUPER_MAGIC 0x65735546
 
 static const char *prog = "sqfs-seal";
 
@@ -132,6 +135,29 @@ static void wait_exit(long pid)
 		nanosleep(&ts, NULL);
 }
 
+/*
+ * The root of a FUSE mount (inode 1), before its xattr is asked: elsewhere
+ * user.sqfs-stage.seal is an attribute like any other (a plain directory,
+ * or one inside the mount that a copied tree gave it).
+ */
+static int is_stage_root(const char *mnt)
+{
+	struct statfs sf;
+	struct stat st;
+
+	if (stat(mnt, &st) || statfs(mnt, &sf)) {
+		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(errno));
+		return 0;
+	}
+	if (sf.f_type != FUSE_SUPER_MAGIC || !S_ISDIR(st.st_mode) || st.st_ino != 1) {
+		fprintf(stderr, "%s: %s: not a sqfs-stage mount%s\n", prog, mnt,
+			sf.f_type == FUSE_SUPER_MAGIC && S_ISDIR(st.st_mode) ?
+			" (a directory inside one? give its mountpoint)" : "");
+		return 0;
+	}
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -169,6 +195,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	mnt = argv[optind];
+	if (!is_stage_root(mnt))
+		return 1;
 	buf = calloc(1, SEAL_BUF + 1);
 	if (!buf) {
 		fprintf(stderr, "%s: out of memory\n", prog);
@@ -204,7 +232,12 @@ int main(int argc, char **argv)
 	pid = field(buf, "pid");
 	free(buf);
 	if (!keep) {
-		if (run_umount(mnt)) {
+		/* fusermount3 wants the mountpoint itself, not a symlink to it. */
+		char *real = realpath(mnt, NULL);
+		int uret = run_umount(real ? real : mnt);
+
+		free(real);
+		if (uret) {
 			fprintf(stderr, "%s: %s: the image is sealed, but unmounting failed "
 				"(files still in use?); run 'fusermount3 -u %s'\n", prog, mnt, mnt);
 			free(pid);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/xattr.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -255,6 +256,12 @@ static int check_mountpoint(const char *mnt)
 		fprintf(stderr, "%s: mountpoint %s: not empty\n", prog, mnt);
 		return -1;
 	}
+	/* An empty tree still staged: a second mount would hide it. */
+	if (getxattr(mnt, "user.sqfs-stage.status", NULL, 0) >= 0) {
+		fprintf(stderr, "%s: mountpoint %s: already a sqfs-stage mount; seal or "
+			"unmount it first\n", prog, mnt);
+		return -1;
+	}
 	return 0;
 }
 
@@ -465,6 +472,8 @@ int main(int argc, char **argv)
 	memset(&fo, 0, sizeof(fo));
 	/* As libfuse would: a reader gone (sqfs-stage --help | head) is no error. */
 	signal(SIGPIPE, SIG_IGN);
+	/* A file size limit (ulimit -f) fails the write with EFBIG, not the daemon. */
+	signal(SIGXFSZ, SIG_IGN);
 	if (!av) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return CLI_EXIT_FAIL;
@@ -527,11 +536,21 @@ int main(int argc, char **argv)
 	if (check_image(&s, p.image) || check_mountpoint(p.mnt) ||
 	    check_outside(&s, p.mnt, p.recover ? NULL : p.spool))
 		goto out_free;
-	if (!strchr(s.image, ',')) {
-		char *fsname;
+	{
+		/* libfuse's option syntax: ',' separates, '\\' escapes. */
+		char *fsname = malloc(sizeof("-ofsname=") + 2 * strlen(s.image));
+		char *q;
+		const char *c;
 
-		if (asprintf(&fsname, "-ofsname=%s", s.image) < 0)
+		if (!fsname)
 			goto out_free;
+		q = stpcpy(fsname, "-ofsname=");
+		for (c = s.image; *c; c++) {
+			if (*c == ',' || *c == '\\')
+				*q++ = '\\';
+			*q++ = *c;
+		}
+		*q = '\0';
 		ret = fuse_opt_add_arg(&args, fsname);
 		free(fsname);
 		if (ret)
@@ -638,6 +657,14 @@ int main(int argc, char **argv)
 	stage_uring_stop(&s);
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
+	/*
+	 * The seal at unmount, once started, finishes: a second SIGTERM must
+	 * not kill it half way without a word (kill -9 still does, and the
+	 * spool stays for --recover).
+	 */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
 	fuse_session_destroy(se);	/* runs the final seal (destroy) */
 	stage_pt_free(&s);
 	status = s.final_status;
