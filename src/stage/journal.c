@@ -614,12 +614,20 @@ int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st)
 		goto fail;
 	}
 	if (recover) {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd < 0) {
 			ret = -errno;
 			goto fail;
 		}
 		ret = stage_jnl_replay(s, fd, st);
+		/*
+		 * The unused rest of the last window (zeros) goes before the
+		 * new journal is written beside this one: on a full spool,
+		 * that room is what lets the recovery through.
+		 */
+		if (!ret && ftruncate(fd, (off_t)(st->good_bytes + st->torn_bytes)))
+			stage_log(s, LOG_WARNING, "trimming the journal in %s: %s", s->spool,
+				  strerror(errno));
 		close(fd);
 		if (ret)
 			goto fail;

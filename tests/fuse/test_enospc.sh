@@ -292,4 +292,43 @@ find "$M" "$EXP" -exec touch -h -d @1650000000 {} +
 seal_wait "seal on the tiny file system"
 check_image "tiny file system" "$S/three.sqfs" "$EXP"
 
+# --- 4: kill -9 with the spool full, then --recover on the full file system -
+# The recovery writes a new journal beside the old one; the old one's unused
+# window goes first, so it needs no room the crash left.
+S=$WORK/fullrec
+small_fs "$S" 24m
+mkdir "$S/spool"
+M=$WORK/m4
+EXP=$WORK/exp4
+mkdir -p "$EXP/d"
+for i in $(seq 1 40); do echo "file $i" >"$EXP/d/f$i"; done
+stage_mount "$WORK/four.sqfs" "$M" -o "$SOPTS,spool=$S/spool,no_background"
+cp -a "$EXP/d" "$M/"
+res=$(fill "$M/fill")
+case $res in
+ENOSPC* | EIO*) ok "spool filled: $res" ;;
+*) fail "filling the spool: $res" ;;
+esac
+sync -f "$M/d" 2>/dev/null || true
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null || true
+fusermount3 -u -z "$M" 2>/dev/null || umount -l "$M" 2>/dev/null || true
+avail=$(df -k "$S" | awk 'NR == 2 { print $4 }')
+((avail < 1024)) && ok "spool file system full at the crash: $avail KiB free" ||
+	fail "spool not full at the crash: $avail KiB free"
+spool=$(echo "$S"/spool/.four.sqfs.spool.*)
+"$STAGE" -f -o recover="$spool" "$WORK/four.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
+DPID=$!
+DAEMONS+=("$DPID")
+for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+if mountpoint -q "$M"; then
+	ok "recovered on a full spool"
+	rm "$M/fill"
+	find "$M" "$EXP" -exec touch -h -d @1650000000 {} +
+	seal_wait "seal after recovering on a full spool"
+	check_image "recovered on a full spool" "$WORK/four.sqfs" "$EXP"
+else
+	fail "no recovery on a full spool: $(tail -n 2 "$WORK/daemon.log")"
+fi
+
 finish

@@ -63,11 +63,31 @@ void spoolopts_free(struct spoolopts *o)
 	o->n = 0;
 }
 
+/* Does the file at path hold exactly the len bytes at p? */
+static int same_contents(const char *path, const char *p, size_t len)
+{
+	char buf[4096];
+	size_t got = 0, n;
+	int same = 1;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return 0;
+	while (same && (n = fread(buf, 1, sizeof(buf), f)) > 0) {
+		same = got + n <= len && !memcmp(buf, p + got, n);
+		got += n;
+	}
+	same = same && !ferror(f) && got == len;
+	fclose(f);
+	return same;
+}
+
 int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_time,
 		    int64_t all_time, int sync)
 {
-	char *path = NULL, *tmp = NULL;
-	FILE *f = NULL;
+	char *path = NULL, *tmp = NULL, *want = NULL;
+	size_t want_len = 0;
+	FILE *f = NULL, *text;
 	int ret = -ENOMEM;
 
 	/* A recovery rewrites it with the options it was given too. */
@@ -77,19 +97,30 @@ int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_
 		tmp = NULL;
 		goto out;
 	}
+	text = open_memstream(&want, &want_len);
+	if (!text)
+		goto out;
+	for (size_t i = 0; i < o->n; i++)
+		fprintf(text, "%s\n", o->v[i]);
+	/* As numbers: "now" was the lost daemon's now. */
+	fprintf(text, "mkfs_time=%u\n", mkfs_time);
+	if (all_time >= 0)
+		fprintf(text, "all_time=%lld\n", (long long)all_time);
+	if (fclose(text))
+		goto out;
+	/* A recovery with nothing new to say writes nothing: a full spool recovers. */
+	if (same_contents(path, want, want_len)) {
+		ret = 0;
+		goto out;
+	}
 	f = fopen(tmp, "we");
 	if (!f) {
 		ret = -errno;
 		goto out;
 	}
-	for (size_t i = 0; i < o->n; i++)
-		fprintf(f, "%s\n", o->v[i]);
-	/* As numbers: "now" was the lost daemon's now. */
-	fprintf(f, "mkfs_time=%u\n", mkfs_time);
-	if (all_time >= 0)
-		fprintf(f, "all_time=%lld\n", (long long)all_time);
 	ret = 0;
-	if (fflush(f) || (sync && fdatasync(fileno(f))))
+	if (fwrite(want, 1, want_len, f) != want_len || fflush(f) ||
+	    (sync && fdatasync(fileno(f))))
 		ret = -errno;
 	if (fclose(f) && !ret)
 		ret = -errno;
@@ -98,6 +129,7 @@ int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_
 	if (ret)
 		unlink(tmp);
 out:
+	free(want);
 	free(tmp);
 	free(path);
 	return ret;

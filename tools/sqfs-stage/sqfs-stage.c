@@ -457,6 +457,17 @@ static int recover_options(int *argc, char ***av)
 	return 0;
 }
 
+/* What to do when the spool's file system is full. */
+static const char *full_hint(int err, int recover)
+{
+	if (err != -ENOSPC && err != -EDQUOT)
+		return "";
+	return recover ? " (the recovery rewrites the journal beside the old one: free "
+			 "some space on the spool's file system, or grow it, then run the "
+			 "same command again; the spool is as it was)" :
+			 " (the spool's file system is full)";
+}
+
 int main(int argc, char **argv)
 {
 	char **av = recover_args(&argc, argv);
@@ -576,7 +587,8 @@ int main(int argc, char **argv)
 	ret = spoolopts_write(&p.kept, s.spool, s.opts.img.mkfs_time, s.opts.img.all_time,
 			      !s.no_sync);
 	if (ret) {
-		fprintf(stderr, "%s: %s/options: %s\n", prog, s.spool, strerror(-ret));
+		fprintf(stderr, "%s: %s/options: %s%s\n", prog, s.spool, strerror(-ret),
+			full_hint(ret, !!p.recover));
 		goto out_spool;
 	}
 	raise_fd_limit();
@@ -587,7 +599,8 @@ int main(int argc, char **argv)
 	ret = stage_jnl_open(&s, !!p.recover, &jst);
 	if (ret) {
 		if (p.recover)
-			fprintf(stderr, "%s: recovering %s: %s\n", prog, s.spool, strerror(-ret));
+			fprintf(stderr, "%s: recovering %s: %s%s\n", prog, s.spool,
+				strerror(-ret), full_hint(ret, 1));
 		else
 			fprintf(stderr, "%s: creating the journal in %s: %s\n", prog, s.spool,
 				strerror(-ret));
