@@ -313,6 +313,31 @@ static void sweep_data(struct stage *s)
 	closedir(dp);
 }
 
+/*
+ * Batches in [from, len) that check out.  A crash leaves none after the
+ * batch it cut short; damage to the journal (or a power loss that wrote
+ * later pages before earlier ones) does.
+ */
+static uint64_t count_later(const uint8_t *buf, size_t from, size_t len)
+{
+	uint64_t n = 0;
+	size_t off;
+
+	for (off = from; off + JNL_HDR <= len; off++) {
+		uint32_t plen;
+
+		if (get_le32(buf + off) != JNL_MAGIC)
+			continue;
+		plen = get_le32(buf + off + 4);
+		if (plen <= len - off - JNL_HDR &&
+		    XXH64(buf + off + JNL_HDR, plen, 0) == get_le64(buf + off + 8)) {
+			n++;
+			off += JNL_HDR + plen - 1;
+		}
+	}
+	return n;
+}
+
 static int replay(struct stage *s, int fd, struct stage_jnl_stats *st)
 {
 	struct stat sb;
@@ -352,6 +377,7 @@ static int replay(struct stage *s, int fd, struct stage_jnl_stats *st)
 	while (len > off && !buf[len - 1])
 		len--;
 	st->torn_bytes = len - off;
+	st->later_batches = count_later(buf, off + 1, len);
 	if (ret == -EINVAL) {
 		/* A batch that checks out but does not apply: stop there too. */
 		ret = 0;

@@ -354,6 +354,7 @@ sqw_tree_t *stage_tree_rehearsal(struct stage *s);
 struct stage_jnl;
 struct stage_jnl_stats {
 	uint64_t batches, good_bytes, torn_bytes, dropped;
+	uint64_t later_batches;	/* ones that check out after the break */
 };
 /* Start a journal, or (recover) replay SPOOL/journal into s first. */
 int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st);

@@ -267,6 +267,28 @@ truncate -s $((size - 3)) "$SP/journal"
 stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
 [[ $(cat "$M/a/one" 2>/dev/null) == one ]] && ok "whole batches replayed" || fail "lost a whole batch"
 grep -q "bytes of a last batch cut short ignored" "$WORK/daemon.log" && ok "torn batch reported" || fail "torn batch not reported"
+grep -q "later batches in it check out" "$WORK/daemon.log" &&
+	fail "a crash's torn last batch reported as damage" || ok "no damage warning for a torn last batch"
+
+# --- 4b: a journal damaged in the middle: recovered up to there, and told ---
+IMG=$WORK/o4/d.sqfs
+M=$WORK/m4b
+stage_mount "$IMG" "$M" -o $OPTS
+for i in $(seq 1 30); do echo "$i" >"$M/f$i"; done
+SP=$(spool_of "$IMG")
+crash "$M"
+python3 - "$SP/journal" <<'EOF'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[len(bytes(b).rstrip(b"\0")) // 2] ^= 0xFF
+open(p, "wb").write(b)
+EOF
+stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
+grep -q "later batches in it check out: it was damaged there" "$WORK/daemon.log" &&
+	ok "damage in the middle of the journal reported" || fail "damage in the middle of the journal not reported"
+n=$(find "$M" -maxdepth 1 -name 'f*' | wc -l)
+((n > 0 && n < 30)) && ok "recovered up to the damage: $n of 30 files" || fail "recovered $n of 30 files"
 
 # --- 5: wrong uses of --recover ------------------------------------------------
 mkdir -p "$WORK/m5" "$WORK/nospool"

@@ -617,6 +617,12 @@ int main(int argc, char **argv)
 			"data dropped)\n", prog, (unsigned long long)s.inodes, s.spool,
 			(unsigned long long)jst.batches, (unsigned long long)jst.torn_bytes,
 			(unsigned long long)jst.dropped);
+	if (p.recover && jst.later_batches)
+		fprintf(stderr, "%s: warning: the journal breaks off after %llu bytes, yet %llu "
+			"later batches in it check out: it was damaged there (or the machine "
+			"lost power before an fsync), and the changes after that point are "
+			"lost; check the tree before sealing\n", prog,
+			(unsigned long long)jst.good_bytes, (unsigned long long)jst.later_batches);
 	if (p.pseudo.n && (ret = stage_pseudo_apply(&s, &p.pseudo, stderr, msg, sizeof(msg)))) {
 		fprintf(stderr, "%s: -o pseudo_file: %s: %s\n", prog, msg, strerror(-ret));
 		goto out_spool;
