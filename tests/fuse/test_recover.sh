@@ -276,6 +276,11 @@ M=$WORK/m4b
 stage_mount "$IMG" "$M" -o $OPTS
 for i in $(seq 1 30); do echo "$i" >"$M/f$i"; done
 SP=$(spool_of "$IMG")
+# sqfs-seal on the dead mount says what happened and what to do
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null || true
+expect_exit 1 "the daemon has gone (it died or was killed); IMAGE keeps its previous contents" \
+	"$SEAL" "$M"
 crash "$M"
 python3 - "$SP/journal" <<'EOF'
 import sys

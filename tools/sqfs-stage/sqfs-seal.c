@@ -135,6 +135,18 @@ static void wait_exit(long pid)
 		nanosleep(&ts, NULL);
 }
 
+/* A failure to reach MNT; a daemon that died gets told apart. */
+static void report_errno(const char *mnt, int e)
+{
+	if (e == ENOTCONN || e == ECONNABORTED)
+		fprintf(stderr, "%s: %s: %s: the daemon has gone (it died or was killed); "
+			"IMAGE keeps its previous contents and the tree is in the spool: "
+			"'fusermount3 -u -z %s', then 'sqfs-stage --recover SPOOL IMAGE "
+			"MOUNTPOINT' (see sqfs-stage(1), CRASHES)\n", prog, mnt, strerror(e), mnt);
+	else
+		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(e));
+}
+
 /*
  * The root of a FUSE mount (inode 1), before its xattr is asked: elsewhere
  * user.sqfs-stage.seal is an attribute like any other (a plain directory,
@@ -146,7 +158,7 @@ static int is_stage_root(const char *mnt)
 	struct stat st;
 
 	if (stat(mnt, &st) || statfs(mnt, &sf)) {
-		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(errno));
+		report_errno(mnt, errno);
 		return 0;
 	}
 	if (sf.f_type != FUSE_SUPER_MAGIC || !S_ISDIR(st.st_mode) || st.st_ino != 1) {
@@ -209,7 +221,7 @@ int main(int argc, char **argv)
 		if (e == ENODATA || e == ENOTSUP || e == EPERM)
 			fprintf(stderr, "%s: %s: not a sqfs-stage mount\n", prog, mnt);
 		else
-			fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(e));
+			report_errno(mnt, e);
 		free(buf);
 		return 1;
 	}
