@@ -7,6 +7,7 @@ pkgs=(build-essential meson ninja-build pkg-config
       libzstd-dev liblzma-dev zlib1g-dev libdeflate-dev liblz4-dev liblzo2-dev
       libarchive-dev libxxhash-dev libfuse3-dev fuse3 libcmocka-dev
       squashfs-tools squashfs-tools-ng squashfuse attr
+      acl				# setfacl: tests/image/test_errors.sh
       python3 xz-utils zstd gzip tar util-linux valgrind
       rsync debootstrap strace		# strace: tests/fuse/test_recover.sh
       stress-ng				# tests/fuse/test_stressng.sh

@@ -47,7 +47,7 @@ struct tar_ctx {
 	unsigned checked;
 	struct pack_err *err;
 	FILE *warn;
-	int keep_xattrs, warned_xattr, warned_abs;
+	int keep_xattrs, warned_xattr, warned_abs, warned_acl;
 	struct sqw_attr dir_attr;
 	const struct pack_filter *filter;
 };
@@ -83,6 +83,12 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 
 	if (!c->keep_xattrs)
 		return 0;
+	/* libarchive keeps the mode's own entries out of the count. */
+	if (archive_entry_acl_count(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS |
+				    ARCHIVE_ENTRY_ACL_TYPE_DEFAULT) > 0 &&
+	    c->warn && !c->warned_acl++)
+		fprintf(c->warn, "warning: %s: its ACL cannot be stored in SquashFS (the mode "
+			"is); skipped\n", path);
 	archive_entry_xattr_reset(e);
 	while (archive_entry_xattr_next(e, &name, &val, &size) == ARCHIVE_OK) {
 		/* What Linux could never read back is refused, not stored. */
@@ -411,6 +417,13 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	ret = spool_flush(sp);
 	if (ret)
 		fail(&c, ret, "writing the spool", "");
+	/* The first of each was named; how many went, so none goes unsaid. */
+	if (!ret && warn && c.warned_xattr > 1)
+		fprintf(warn, "warning: %d xattrs that SquashFS cannot store were skipped in all\n",
+			c.warned_xattr);
+	if (!ret && warn && c.warned_acl > 1)
+		fprintf(warn, "warning: the ACLs of %d members were skipped in all\n",
+			c.warned_acl);
 out:
 	archive_read_free(a);
 	return ret;

@@ -317,6 +317,10 @@ int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 	ret = keep_xattrs ? read_xattrs(&s, ds->rootfd, ".", sqw_tree_root(tree)) : 0;
 	if (!ret)
 		ret = scan_dir(&s, ds->rootfd, sqw_tree_root(tree));
+	/* The first was named; how many went, so none goes unsaid. */
+	if (!ret && ds->warn && ds->warned_xattr > 1)
+		fprintf(ds->warn, "warning: %d xattrs that SquashFS cannot store were "
+			"skipped in all\n", ds->warned_xattr);
 	u64map_free(&s.links);
 	free(s.link_ids);
 	buf_free(&s.path);

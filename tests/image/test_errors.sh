@@ -14,7 +14,7 @@ set -euo pipefail
 
 start_test "${1-}"
 need_root
-need_cmd setpriv sha256sum tar rdsquashfs
+need_cmd setpriv sha256sum tar rdsquashfs setfacl
 [[ -x $PYTHON3 ]] || need_cmd python3
 
 scratch_fs "$WORK/fs" 2G
@@ -209,6 +209,27 @@ expect_rc 1 "ENOSPC, --tar" && expect_msg "No space left on device" "ENOSPC, --t
 	log "ok: [ENOSPC, --tar] $ERR"
 nothing_left "$S/tiny" "ENOSPC, --tar"
 umount_quiet "$S/tiny"
+
+# ACLs SquashFS cannot store: the first is named, and the count of all, from
+# a directory and from a tar archive (exit 0: the modes are kept)
+mkdir -p "$S/acl/d" "$S/acl_out"
+touch "$S/acl/f1" "$S/acl/f2" "$S/acl/f3"
+if setfacl -m u:1000:r "$S/acl/f1" "$S/acl/f2" "$S/acl/f3" && setfacl -d -m u:1000:rx "$S/acl/d"; then
+	run "$SQFS_PACK" -q "$S/acl" "$S/acl_out/a.sqfs"
+	expect_rc 0 "ACLs from a directory" &&
+		expect_msg "acl/f[123]: xattr 'system.posix_acl_access' cannot be stored" "ACLs from a directory" &&
+		expect_msg "warning: 4 xattrs that SquashFS cannot store were skipped in all" "ACLs from a directory" &&
+		log "ok: [ACLs from a directory] $ERR"
+	tar -C "$S" --acls --format=posix -cf "$S/acl.tar" acl
+	RC=0
+	ERR=$("$SQFS_PACK" -q --tar "$S/acl_out/t.sqfs" <"$S/acl.tar" 2>&1 >/dev/null) || RC=$?
+	expect_rc 0 "ACLs from a tar archive" &&
+		expect_msg "acl/f[123]: its ACL cannot be stored in SquashFS" "ACLs from a tar archive" &&
+		expect_msg "warning: the ACLs of 4 members were skipped in all" "ACLs from a tar archive" &&
+		log "ok: [ACLs from a tar archive] $ERR"
+else
+	skip_or_fail "setfacl cannot set ACLs in the scratch file system"
+fi
 
 # A file size limit (ulimit -f) below the image: EFBIG named, not SIGXFSZ
 mkdir -p "$S/fsize"
