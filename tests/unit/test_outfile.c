@@ -213,7 +213,7 @@ static void test_read_past_end(void **state)
 	assert_int_equal(outfile_append(&o, "0123456789", 10), 0);
 	assert_int_equal(outfile_read(&o, 100, b, 6), 0);
 	assert_memory_equal(b, "456789", 6);
-	assert_int_equal(outfile_read(&o, 100, b, 7), -EIO);
+	assert_int_equal(outfile_read(&o, 100, b, 7), -ENODATA);
 	outfile_cleanup(&o);
 	close(fd);
 }
