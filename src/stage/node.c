@@ -400,6 +400,8 @@ void stage_free(struct stage *s)
 	free(s->ids.tab);
 	memset(&s->ids, 0, sizeof(s->ids));
 	slab_destroy(&s->slab);
+	free(s->last_summary);
+	s->last_summary = NULL;
 }
 
 struct sdirent *dir_find(const struct snode *dir, const char *name, size_t len)

@@ -459,9 +459,14 @@ int stage_pt_release(struct stage *s, struct snode *n, int writer)
 	if (e->id > 0) {
 		was = 1;
 		fold(s, n, e);
-		/* A write in the same clock tick as our last look leaves no mark. */
-		if (writer)
+		/*
+		 * A write in the same clock tick as our last look leaves no
+		 * mark: count it a change (the seal must not stand on it).
+		 */
+		if (writer) {
 			stage_bg_changed(s, n, 0, UINT64_MAX);
+			s->gen++;
+		}
 	}
 	if (--e->refs)
 		return was;

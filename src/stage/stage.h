@@ -231,6 +231,9 @@ struct stage {
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
+	/* The last good seal's summary, and its image as it left it (seal.c). */
+	char *last_summary;
+	struct stat last_image;
 	uint64_t pass;
 	int final_status;	/* exit status of the daemon */
 	/*

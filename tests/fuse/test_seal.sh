@@ -128,6 +128,40 @@ unsquashfs -cat "$IMG" text 2>/dev/null | cmp -s - <(python3 -c 'import random, 
 sys.stdout.write(" ".join(r.choice(w) for _ in range(600_000)))') &&
 	ok "sealed whole despite a second SIGTERM" || fail "no complete image after a second SIGTERM"
 
+# --- a seal with nothing changed stands; two sqfs-seal at once both succeed ---
+IMG=$WORK/stand.sqfs
+stage_mount "$IMG" "$M" -o no_background,comp=zstd:19
+for i in 1 2 3; do seq 1500000 >"$M/t$i"; done
+"$SEAL" --keep --quiet "$M" || fail "first seal"
+ino=$(stat -c %i "$IMG")
+"$SEAL" --keep --json "$M" >"$WORK/again.json" || fail "second seal"
+[[ $(stat -c %i "$IMG") == "$ino" ]] && ok "nothing changed: the image stands (not written again)" ||
+	fail "nothing changed, yet the image was written again"
+# a writer that appends through passthrough, unseen until it closes: the
+# image must not stand while it is open, nor after with its data missing
+exec 3>>"$M/t1"
+echo appended >&3
+expect_exit 1 "t1: still open for writing" "$SEAL" --keep "$M"
+exec 3>&-
+"$SEAL" --keep --quiet "$M" || fail "seal after the append"
+[[ $(stat -c %i "$IMG") != "$ino" ]] && [[ $(unsquashfs -cat "$IMG" t1 | tail -n 1) == appended ]] &&
+	ok "the appended file is sealed anew" || fail "the append is not in the image"
+echo more >"$M/t4"
+{
+	rc=0
+	"$SEAL" --quiet "$M" 2>"$WORK/first.err" || rc=$?
+	echo "$rc" >"$WORK/first.rc"
+} &
+first=$!
+sleep 0.2
+rc=0
+"$SEAL" --quiet "$M" 2>"$WORK/err" || rc=$?
+wait "$first"
+[[ $rc == 0 && $(cat "$WORK/first.rc") == 0 ]] && ok "two sqfs-seal at once: both exit 0" ||
+	fail "two sqfs-seal at once: exit $(cat "$WORK/first.rc") ($(cat "$WORK/first.err")) and $rc ($(cat "$WORK/err"))"
+wait_daemon 0
+mountpoint -q "$M" && fail "still mounted after two sqfs-seal"
+
 # --- --keep, then later changes, then a reseal ---
 IMG=$WORK/keep.sqfs
 stage_mount "$IMG" "$M" -o mkfs_time=7

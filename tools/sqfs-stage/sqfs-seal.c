@@ -83,7 +83,7 @@ static void print_human(const char *json)
 		free(v[i]);
 }
 
-static int run_umount(const char *mnt)
+static int run_umount(const char *mnt, int quiet)
 {
 	pid_t pid = fork();
 	int st;
@@ -91,12 +91,46 @@ static int run_umount(const char *mnt)
 	if (pid < 0)
 		return -1;
 	if (!pid) {
+		int fd = quiet ? open("/dev/null", O_WRONLY) : -1;
+
+		if (fd >= 0)
+			dup2(fd, 2);
 		execlp("fusermount3", "fusermount3", "-u", "--", mnt, (char *)NULL);
 		_exit(127);
 	}
 	if (waitpid(pid, &st, 0) < 0)
 		return -1;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* Still the root of a FUSE mount: inode 1 of a FUSE file system. */
+static int still_mounted(const char *mnt)
+{
+	struct statfs sf;
+	struct stat st;
+
+	return !stat(mnt, &st) && !statfs(mnt, &sf) && sf.f_type == FUSE_SUPER_MAGIC &&
+	       st.st_ino == 1;
+}
+
+/*
+ * Unmount, waiting out a mount kept busy for a moment (another sqfs-seal's
+ * request: a seal that stands is answered at once); one that someone else
+ * unmounted meanwhile is done.
+ */
+static int unmount(const char *mnt)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	int i;
+
+	for (i = 0; i < 30; i++) {
+		if (!run_umount(mnt, i < 29))
+			return 0;
+		if (!still_mounted(mnt))
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return -1;
 }
 
 /*
@@ -246,7 +280,7 @@ int main(int argc, char **argv)
 	if (!keep) {
 		/* fusermount3 wants the mountpoint itself, not a symlink to it. */
 		char *real = realpath(mnt, NULL);
-		int uret = run_umount(real ? real : mnt);
+		int uret = unmount(real ? real : mnt);
 
 		free(real);
 		if (uret) {
