@@ -287,7 +287,8 @@ size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf)
 			return 0;
 		put_le32(buf, lvl);
 		put_le16(buf + 4, cfg->opt.gzip.window);
-		put_le16(buf + 6, strat);
+		/* The default alone is 0, as mksquashfs and gensquashfs write it. */
+		put_le16(buf + 6, strat == SQW_GZIP_DEFAULT ? 0 : strat);
 		return 8;
 	case SQW_COMP_XZ:
 		if (dict == cfg->block_size && filters == 0)

@@ -14,11 +14,14 @@
  *    over every byte value, yet each is near the one before it, which
  *    xz's literal coder (its context is the previous byte) and even LZ
  *    matches of short runs of steps exploit, and
- *  - it has no repeats a match finder could use: 8-byte windows taken at
- *    every 16th offset are looked up from every 17th offset, which meets
- *    a repeat at any distance once every 16 * 17 bytes of it; more hits
- *    than one per 16 KiB of block (about 1.7% of it repeated) mean LZ
- *    matches worth having.
+ *  - it has no repeats a match finder could use: 4-byte windows (the
+ *    shortest match most codecs take) taken at every 16th offset are
+ *    looked up from every 17th offset, which meets a repeat at any
+ *    distance once every 16 * 17 bytes of it, and a record that recurs
+ *    (ids, palette entries, hash keys drawn from a small set) at every
+ *    few of its occurrences; more hits than one per 16 KiB of block mean
+ *    LZ matches worth having.  Random bytes give about one chance hit in
+ *    60 blocks of 128 KiB.
  * The decision depends on the bytes alone, so images stay reproducible
  * whatever the codec library, build or thread count.
  */
@@ -81,17 +84,17 @@ static int flat(const uint8_t *p, uint32_t n)
 	return flat_counts(h, m) && flat_counts(d, md);
 }
 
-static uint64_t load64(const uint8_t *p)
+static uint32_t load32(const uint8_t *p)
 {
-	uint64_t v;
+	uint32_t v;
 
 	memcpy(&v, p, sizeof(v));
 	return v;
 }
 
-static uint32_t hash64(uint64_t v, unsigned bits)
+static uint32_t hash32(uint32_t v, unsigned bits)
 {
-	return (uint32_t)((v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+	return (uint32_t)(((uint64_t)v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }
 
 /* More repeat hits than one per 16 KiB; tab has room for n / 4 slots. */
@@ -106,15 +109,14 @@ static int repeats(const uint8_t *p, uint32_t n, uint32_t *tab)
 	memset(tab, 0xff, sizeof(*tab) << bits);
 	/* Look up before inserting, as a match finder does: only earlier
 	 * windows are in the table, so a later copy cannot hide its source. */
-	for (i = 0; i + 8 <= n; i += PROBE_STEP) {
-		uint64_t v;
-		uint32_t j;
+	for (i = 0; i + 4 <= n; i += PROBE_STEP) {
+		uint32_t v, j;
 
 		for (; ins < i; ins += INSERT_STEP)
-			tab[hash64(load64(p + ins), bits)] = ins;
-		v = load64(p + i);
-		j = tab[hash64(v, bits)];
-		if (j != UINT32_MAX && load64(p + j) == v && ++hits > max_hits)
+			tab[hash32(load32(p + ins), bits)] = ins;
+		v = load32(p + i);
+		j = tab[hash32(v, bits)];
+		if (j != UINT32_MAX && load32(p + j) == v && ++hits > max_hits)
 			return 1;
 	}
 	return 0;

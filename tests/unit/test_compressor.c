@@ -432,6 +432,9 @@ static void test_options(void **state)
 		{ "gzip", 0, "" }, { "gzip:9,strategy=default", 0, "" },
 		{ "gzip:1,window=10,strategy=filtered+rle", 8, "010000000a000a00" },
 		{ "gzip:9,window=12,strategy=filtered+huffman", 8, "090000000c000600" },
+		/* a level alone: strategies 0, as the peers write the default */
+		{ "gzip:1", 8, "010000000f000000" },
+		{ "gzip:9,window=8,strategy=default", 8, "0900000008000000" },
 		{ "xz", 0, "" }, { "xz:9,extreme,dict=128K", 0, "" },
 		{ "xz,dict=64K,bcj=x86+arm", 8, "0000010009000000" },
 		{ "xz,bcj=x86", 8, "0000020001000000" },

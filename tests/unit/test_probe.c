@@ -130,6 +130,36 @@ static void test_correlated_steps(void **state)
 	free(p);
 }
 
+/*
+ * Short records drawn from a small set (ids, palette entries, hash keys):
+ * flat bytes, flat steps, no long repeats, yet zstd:15 halves such a block.
+ */
+static void test_records_from_a_set(void **state)
+{
+	static const unsigned lens[] = { 3, 4, 5, 6, 7, 8 };
+	static const unsigned sets[] = { 2048, 4096, 32768 };
+	uint8_t *dict = random_block(8 * 32768, 77), *p = malloc(BS);
+	size_t a, b, k;
+
+	(void)state;
+	assert_non_null(p);
+	for (a = 0; a < sizeof(lens) / sizeof(lens[0]); a++) {
+		for (b = 0; b < sizeof(sets) / sizeof(sets[0]); b++) {
+			/* 3-byte records from 32768 are nearly random: 24 bits of 15 */
+			if (lens[a] == 3 && sets[b] > 4096)
+				continue;
+			for (k = 0; k + lens[a] <= BS; k += lens[a])
+				memcpy(p + k, dict + (rnd64() % sets[b]) * 8, lens[a]);
+			memset(p + k, 0, BS - k);
+			if (probe(p, BS))
+				fail_msg("%u-byte records from %u values judged incompressible",
+					 lens[a], sets[b]);
+		}
+	}
+	free(p);
+	free(dict);
+}
+
 /* Random bytes with a repeat an LZ codec would use, at any distance. */
 static void test_repeats(void **state)
 {
@@ -191,6 +221,7 @@ int main(void)
 		cmocka_unit_test(test_zeros_and_text),
 		cmocka_unit_test(test_skewed_bytes),
 		cmocka_unit_test(test_correlated_steps),
+		cmocka_unit_test(test_records_from_a_set),
 		cmocka_unit_test(test_repeats),
 		cmocka_unit_test(test_big_block),
 		cmocka_unit_test(test_short_repeat_is_raw),
