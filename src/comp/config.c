@@ -86,21 +86,46 @@ static int tok_bits(const struct tok *t, const char *const *names, int n,
 	}
 }
 
-/* xz dict=SIZE: bytes, K/M (binary) suffix, or a percentage of block_size. */
+/*
+ * xz dict=SIZE: bytes with a K/M or KiB/MiB (binary) suffix, or a
+ * percentage of block_size with up to 3 decimals (mksquashfs's 37.5%).
+ */
 static int parse_dict(const struct tok *t, uint32_t block_size, uint32_t *out)
 {
-	struct tok num = *t;
-	uint32_t n, mul = 1;
+	struct tok num = *t, frac = { NULL, 0 };
+	uint32_t n, f = 0, mul = 1, scale = 1;
+	const char *dot;
 	uint64_t v;
 
-	switch (t->len ? t->p[t->len - 1] : 0) {
+	if (num.len > 2 && num.p[num.len - 2] == 'i' && num.p[num.len - 1] == 'B')
+		num.len -= 2;	/* KiB, MiB: only after a unit */
+	switch (num.len ? num.p[num.len - 1] : 0) {
 	case 'K': case 'k': mul = 1u << 10; num.len--; break;
 	case 'M': case 'm': mul = 1u << 20; num.len--; break;
-	case '%': mul = 0; num.len--; break;
+	case '%':
+		if (num.len != t->len)
+			return -1;
+		mul = 0;
+		num.len--;
+		dot = memchr(num.p, '.', num.len);
+		if (dot) {
+			frac.p = dot + 1;
+			frac.len = num.len - (size_t)(dot + 1 - num.p);
+			num.len = (size_t)(dot - num.p);
+			if (frac.len > 3 || tok_uint(&frac, &f))
+				return -1;
+			for (size_t i = 0; i < frac.len; i++)
+				scale *= 10;
+		}
+		break;
+	default:
+		if (num.len != t->len)
+			return -1;	/* "iB" with no unit */
 	}
 	if (tok_uint(&num, &n))
 		return -1;
-	v = mul ? (uint64_t)n * mul : (uint64_t)block_size * n / 100;
+	v = mul ? (uint64_t)n * mul :
+		  (uint64_t)block_size * ((uint64_t)n * scale + f) / (100 * (uint64_t)scale);
 	if (v == 0)	/* 0 would silently mean "block size" */
 		return -1;
 	*out = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;

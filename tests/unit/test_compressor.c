@@ -479,6 +479,15 @@ static void test_parse(void **state)
 	}
 	if (get_cfg("xz,dict=768K", MiB, &c))	/* 3*2^n is allowed */
 		CHECK_EQ(c.opt.xz.dict_size, 768 * KiB);
+	/* mksquashfs's own examples: decimal percentages; KiB like -b takes */
+	if (get_cfg("xz,dict=37.5%", 128 * KiB, &c))
+		CHECK_EQ(c.opt.xz.dict_size, 48 * KiB);
+	if (get_cfg("xz,dict=12.5%", 128 * KiB, &c))
+		CHECK_EQ(c.opt.xz.dict_size, 16 * KiB);
+	if (get_cfg("xz,dict=96KiB", 128 * KiB, &c))
+		CHECK_EQ(c.opt.xz.dict_size, 96 * KiB);
+	if (get_cfg("xz,dict=1MiB", MiB, &c))
+		CHECK_EQ(c.opt.xz.dict_size, MiB);
 	if (get_cfg("lzma:0,extreme", MiB, &c))
 		CHECK(c.level == 0 && c.opt.xz.extreme);
 	if (get_cfg("lz4:hc", 4 * KiB, &c))
@@ -505,6 +514,8 @@ static void test_parse_errors(void **state)
 		"gzip,strategy=rle+", "gzip,strategy=", "xz:10", "xz,dict=20K",
 		"xz,dict=20480", "xz,dict=4K", "xz,dict=256K", "xz,dict=0",
 		"xz,dict=0%", "xz,dict=64KB", "xz,dict=K", "xz,bcj=x86+foo",
+		"xz,dict=64iB", "xz,dict=3.1234%", "xz,dict=.5%", "xz,dict=50.%",
+		"xz,dict=50%iB", "xz,dict=37.55%",
 		"xz,extreme=1", "gzip,zlib=1", "xz,zlib", "zstd,zlib", "xz:6:7", "lzma:10", "lzma,bcj=x86", "lzma,dict=64K",
 		"lz4:0", "lz4:13", "lz4,extreme", "lz4:hc,hc=1", "lzo:0", "lzo:10",
 		"lzo:3,algorithm=lzo1x_1", "lzo,algorithm=lzo2", "zstd:0",
