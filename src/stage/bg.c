@@ -156,6 +156,16 @@ static void punch_entry(struct stage_bg *bg, uint64_t off, uint32_t word)
 		punch(bg, off, aligned(len));
 }
 
+/* A stored block goes: the status counts what the seal can still take. */
+static void uncount(struct stage_bg *bg, const struct centry *c)
+{
+	if (!bg || c->word == BG_NONE)
+		return;
+	bg->stored_blocks--;
+	if (c->off != BG_IN_FILE)
+		bg->stored_bytes -= c->word & ~(1u << 24);
+}
+
 void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len)
 {
 	uint64_t bs = s->opts.img.comp.block_size, first, last, i, ps = 0, pe = 0;
@@ -174,6 +184,7 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 		struct centry *c = &n->cblk[i];
 		uint64_t l = c->word & ~(1u << 24);
 
+		uncount(s->bg, c);
 		if (c->word != BG_NONE && l && c->off != BG_IN_FILE) {
 			/* Runs of neighbours go in one call. */
 			if (c->off != pe) {
@@ -234,8 +245,10 @@ void stage_bg_forget(struct stage *s, struct snode *n)
 
 	if (!S_ISREG(n->mode))
 		return;
-	for (i = 0; i < n->ncblk; i++)
+	for (i = 0; i < n->ncblk; i++) {
+		uncount(s->bg, &n->cblk[i]);
 		punch_entry(s->bg, n->cblk[i].off, n->cblk[i].word);
+	}
 	free(n->cblk);
 	n->cblk = NULL;
 	n->ncblk = 0;
@@ -334,12 +347,13 @@ static void block_done(struct stage_bg *bg, struct bp_job *j)
 			n->ncblk = cap;
 		}
 		/* A block stored twice (queued again meanwhile): keep the last. */
+		uncount(bg, &n->cblk[j->index]);
 		punch_entry(bg, n->cblk[j->index].off, n->cblk[j->index].word);
 		n->cblk[j->index].off = off;
 		n->cblk[j->index].word = j->size_word;
 		bg->stored_blocks++;
 		if (off != BG_IN_FILE)
-			bg->stored_bytes += j->result_len;
+			bg->stored_bytes += j->size_word & ~(1u << 24);
 	} else {
 		/* The file changed or went while the block was compressed. */
 		punch_entry(bg, off, j->size_word);

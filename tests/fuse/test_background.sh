@@ -110,6 +110,16 @@ st=$(status "$M")
 stored=$(field "$st" stored_blocks)
 if [[ $stored -gt 0 ]]; then ok "background stored $stored blocks"; else fail "no block compressed in the background: $st"; fi
 if diff -r "$SRC" "$M" >/dev/null; then ok "reads after compression"; else fail "reads after compression differ"; fi
+# The status counts what the seal can still take: a removed copy's blocks go.
+mkdir "$M/extra"
+cp -a "$SRC/." "$M/extra/"
+wait_idle "$M"
+more=$(field "$(status "$M")" stored_blocks)
+rm -r "$M/extra"
+st=$(status "$M")
+[[ $more -gt $stored && $(field "$st" stored_blocks) == "$stored" ]] &&
+	ok "stored_blocks $stored, $more with a copy, $stored again once it is removed" ||
+	fail "stored_blocks $stored, $more with a copy, after removing it: $st"
 find "$M" -exec touch -h -d @1650000000 {} +
 out=$("$SEAL" --json "$M")
 wait_daemon 0
