@@ -17,6 +17,7 @@ struct fhandle {
 	int fd;
 	int writer;
 	struct snode *n;
+	struct fhandle *prev, *next;	/* stage->handles: every open one */
 };
 
 static inline struct stage *S(fuse_req_t req)

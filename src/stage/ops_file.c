@@ -48,6 +48,10 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	h->fd = fd;
 	h->n = n;
 	h->writer = (fi->flags & O_ACCMODE) != O_RDONLY;
+	h->next = s->handles;
+	if (h->next)
+		h->next->prev = h;
+	s->handles = h;
 	n->opens++;
 	if (h->writer) {
 		n->writers++;
@@ -208,14 +212,15 @@ void stage_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
-void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* h is closed: count it so, fold what passthrough wrote.  Lock held. */
+static void release_locked(struct stage *s, struct fhandle *h)
 {
-	struct stage *s = S(req);
-	struct fhandle *h = FH(fi);
-
-	(void)ino;
-	close(h->fd);
-	lock(s);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		s->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
 	stage_pt_release(s, h->n, h->writer);
 	h->n->opens--;
 	if (h->writer) {
@@ -229,6 +234,17 @@ void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		stage_bg_released(s, h->n);
 	}
 	stage_maybe_free(s, h->n);
+}
+
+void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stage *s = S(req);
+	struct fhandle *h = FH(fi);
+
+	(void)ino;
+	close(h->fd);
+	lock(s);
+	release_locked(s, h);
 	unlock(s);
 	free(h);
 	fuse_reply_err(req, 0);
@@ -243,25 +259,23 @@ void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  */
 void stage_handles_lost(struct stage *s)
 {
-	struct snode *n;
-	size_t i;
+	struct fhandle *h;
 
-	for (i = 0; i < s->islots; i++) {
-		for (n = s->itab[i]; n; n = n->hnext) {
-			if (!S_ISREG(n->mode) || !n->opens)
-				continue;
-			stage_pt_sync(s, n);	/* what passthrough wrote */
-			if (n->writers) {
-				s->total_writers -= n->writers;
-				if (!n->links)
-					s->unnamed_writers -= n->writers;
-				n->writers = 0;
-				n->mtime_set = 0;
-				/* As a release would: changes in the last tick leave no mark. */
-				stage_bg_changed(s, n, 0, UINT64_MAX);
-			}
-			n->opens = 0;
-		}
+	while ((h = s->handles)) {
+		close(h->fd);
+		release_locked(s, h);
+		free(h);
+	}
+}
+
+void stage_handles_free(struct stage *s)
+{
+	struct fhandle *h;
+
+	while ((h = s->handles)) {
+		s->handles = h->next;
+		close(h->fd);
+		free(h);
 	}
 }
 

@@ -158,6 +158,7 @@ struct centry {
 };
 
 struct stage_bg;
+struct fhandle;
 
 /*
  * The ids the image will store (uid and gid after all_root and force_*;
@@ -231,6 +232,8 @@ struct stage {
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
+	/* ops_file.c: every open file handle (for a connection that ends). */
+	struct fhandle *handles;
 	/* The last good seal's summary, and its image as it left it (seal.c). */
 	char *last_summary;
 	struct stat last_image;
@@ -278,6 +281,8 @@ const struct sxattr *xattr_get(const struct snode *n, const char *name);
 int xattr_remove(struct snode *n, const char *name);
 /* 0, or the errno a name outside what SquashFS stores gets. */
 int xattr_name_check(const char *name);
+/* ops_file.c: at exit, the handles of files still open (no request comes). */
+void stage_handles_free(struct stage *s);
 
 /*
  * bg.c: background compression of closed files.  Everything but start and

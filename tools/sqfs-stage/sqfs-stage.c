@@ -685,6 +685,7 @@ int main(int argc, char **argv)
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	fuse_session_destroy(se);	/* runs the final seal (destroy) */
+	stage_handles_free(&s);
 	stage_pt_free(&s);
 	status = s.final_status;
 	if (s.datafd >= 0)
