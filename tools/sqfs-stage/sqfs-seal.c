@@ -169,10 +169,10 @@ static void wait_exit(long pid)
 		nanosleep(&ts, NULL);
 }
 
-/* A failure to reach MNT; a daemon that died gets told apart. */
+/* A failure to reach MNT; a daemon that died (or is dying) gets told apart. */
 static void report_errno(const char *mnt, int e)
 {
-	if (e == ENOTCONN || e == ECONNABORTED)
+	if (e == ENOTCONN || e == ECONNABORTED || e == ECANCELED)
 		fprintf(stderr, "%s: %s: %s: the daemon has gone (it died or was killed); "
 			"IMAGE keeps its previous contents and the tree is in the spool: "
 			"'fusermount3 -u -z %s', then 'sqfs-stage --recover SPOOL IMAGE "
