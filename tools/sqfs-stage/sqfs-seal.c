@@ -103,14 +103,16 @@ static int run_umount(const char *mnt, int quiet)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-/* Still the root of a FUSE mount: inode 1 of a FUSE file system. */
-static int still_mounted(const char *mnt)
+/*
+ * The root of a FUSE mount, as every sqfs-stage mount's is: the directory
+ * of inode 1 of a FUSE file system.  1 yes, 0 no (st and sf filled), or
+ * -errno.
+ */
+static int fuse_root(const char *mnt, struct stat *st, struct statfs *sf)
 {
-	struct statfs sf;
-	struct stat st;
-
-	return !stat(mnt, &st) && !statfs(mnt, &sf) && sf.f_type == FUSE_SUPER_MAGIC &&
-	       st.st_ino == 1;
+	if (stat(mnt, st) || statfs(mnt, sf))
+		return -errno;
+	return sf->f_type == FUSE_SUPER_MAGIC && S_ISDIR(st->st_mode) && st->st_ino == 1;
 }
 
 /*
@@ -121,12 +123,14 @@ static int still_mounted(const char *mnt)
 static int unmount(const char *mnt)
 {
 	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	struct statfs sf;
+	struct stat st;
 	int i;
 
 	for (i = 0; i < 30; i++) {
 		if (!run_umount(mnt, i < 29))
 			return 0;
-		if (!still_mounted(mnt))
+		if (fuse_root(mnt, &st, &sf) != 1)
 			return 0;
 		nanosleep(&ts, NULL);
 	}
@@ -190,12 +194,13 @@ static int is_stage_root(const char *mnt)
 {
 	struct statfs sf;
 	struct stat st;
+	int ret = fuse_root(mnt, &st, &sf);
 
-	if (stat(mnt, &st) || statfs(mnt, &sf)) {
-		report_errno(mnt, errno);
+	if (ret < 0) {
+		report_errno(mnt, -ret);
 		return 0;
 	}
-	if (sf.f_type != FUSE_SUPER_MAGIC || !S_ISDIR(st.st_mode) || st.st_ino != 1) {
+	if (!ret) {
 		fprintf(stderr, "%s: %s: not a sqfs-stage mount%s\n", prog, mnt,
 			sf.f_type == FUSE_SUPER_MAGIC && S_ISDIR(st.st_mode) ?
 			" (a directory inside one? give its mountpoint)" : "");
