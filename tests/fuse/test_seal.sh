@@ -155,10 +155,17 @@ echo more >"$M/t4"
 first=$!
 sleep 0.2
 rc=0
+overlap=1
+[[ -e $WORK/first.rc ]] && overlap=0	# the first was done before the second began
 "$SEAL" --quiet "$M" 2>"$WORK/err" || rc=$?
 wait "$first"
-[[ $rc == 0 && $(cat "$WORK/first.rc") == 0 ]] && ok "two sqfs-seal at once: both exit 0" ||
-	fail "two sqfs-seal at once: exit $(cat "$WORK/first.rc") ($(cat "$WORK/first.err")) and $rc ($(cat "$WORK/err"))"
+if ((overlap)); then
+	[[ $rc == 0 && $(cat "$WORK/first.rc") == 0 ]] && ok "two sqfs-seal at once: both exit 0" ||
+		fail "two sqfs-seal at once: exit $(cat "$WORK/first.rc") ($(cat "$WORK/first.err")) and $rc ($(cat "$WORK/err"))"
+else
+	[[ $(cat "$WORK/first.rc") == 0 ]] || fail "first sqfs-seal: $(cat "$WORK/first.err")"
+	log "note: the first sqfs-seal was over before the second began; no overlap to check"
+fi
 wait_daemon 0
 mountpoint -q "$M" && fail "still mounted after two sqfs-seal"
 
