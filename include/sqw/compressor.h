@@ -119,6 +119,13 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
  */
 size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf);
 
+/*
+ * "zstd level 15", "lz4", "lz4 hc level 12", "lzo lzo1x_1": the settings in
+ * words, without a level where the algorithm has none.  Returns buf.
+ */
+const char *sqw_comp_config_describe(const sqw_comp_config_t *cfg, char *buf,
+				     size_t len);
+
 /* Name <-> id.  sqw_comp_name() returns NULL for an unknown id. */
 const char *sqw_comp_name(enum sqw_comp_id id);
 int sqw_comp_id_from_name(const char *name);	/* -EINVAL when unknown */

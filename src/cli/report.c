@@ -103,7 +103,7 @@ void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 {
 	const struct sqw_image_opts *img = &r->o->img;
 	double secs = cli_now() - r->start;
-	char a[32], b[32];
+	char a[32], b[32], comp[48];
 
 	if (r->shown) {
 		fputc('\n', stderr);
@@ -115,8 +115,8 @@ void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 	}
 	if (r->o->quiet)
 		return;
-	fprintf(out, "SquashFS 4.0 image %s: %s level %d, block size %u, %u job(s)\n",
-		r->image, sqw_comp_name(img->comp.id), img->comp.level,
+	fprintf(out, "SquashFS 4.0 image %s: %s, block size %u, %u job(s)\n",
+		r->image, sqw_comp_config_describe(&img->comp, comp, sizeof(comp)),
 		img->comp.block_size, img->jobs);
 	fprintf(out, "Filesystem size %s (%llu bytes)\n",
 		human((double)st->image_size, a, sizeof(a)),

@@ -341,3 +341,23 @@ size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf)
 	}
 	return 0;
 }
+
+const char *sqw_comp_config_describe(const sqw_comp_config_t *cfg, char *buf,
+				     size_t len)
+{
+	const char *name = sqw_comp_name(cfg->id);
+	int algo = cfg->opt.lzo.algorithm;
+
+	if (!name)
+		name = "unknown";
+	if (cfg->id == SQW_COMP_LZ4 && !cfg->opt.lz4.hc)
+		snprintf(buf, len, "%s", name);
+	else if (cfg->id == SQW_COMP_LZ4)
+		snprintf(buf, len, "%s hc level %d", name, cfg->level);
+	else if (cfg->id == SQW_COMP_LZO && algo != SQW_LZO1X_999 &&
+		 algo >= 0 && algo < NELEM(lzo_algorithms))
+		snprintf(buf, len, "%s %s", name, lzo_algorithms[algo]);
+	else
+		snprintf(buf, len, "%s level %d", name, cfg->level);
+	return buf;
+}

@@ -615,9 +615,38 @@ static void test_defaults_and_names(void **state)
 		CHECK_EQ(c.level, 15);
 }
 
+/* The summary names a level only where the algorithm has one. */
+static void test_describe(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "lz4", "lz4" },
+		{ "lz4:hc", "lz4 hc level 12" },
+		{ "lz4:9", "lz4 hc level 9" },
+		{ "lzo", "lzo level 8" },
+		{ "lzo,algorithm=lzo1x_1_15", "lzo lzo1x_1_15" },
+		{ "lzo:3", "lzo level 3" },
+		{ "zstd:3", "zstd level 3" },
+		{ "gzip", "gzip level 9" },
+		{ "xz", "xz level 6" },
+	};
+	sqw_comp_config_t c;
+	char buf[48];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (!get_cfg(cases[i][0], 128 * KiB, &c))
+			continue;
+		sqw_comp_config_describe(&c, buf, sizeof(buf));
+		if (strcmp(buf, cases[i][1]))
+			fail_msg("[%s] described as '%s', want '%s'",
+				 cases[i][0], buf, cases[i][1]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_defaults_and_names),
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_parse_errors),
