@@ -64,6 +64,7 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 			 double secs, FILE *out)
 {
 	const struct sqw_image_opts *img = &r->o->img;
+	char comp[48];
 
 	fprintf(out, "{\"image\": \"");
 	for (const char *p = r->image; *p; p++) {
@@ -74,7 +75,8 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 		else
 			fputc(*p, out);
 	}
-	fprintf(out, "\", \"compressor\": \"%s\", \"level\": %d, \"block_size\": %u, "
+	fprintf(out, "\", \"compressor\": \"%s\", \"level\": %d, \"settings\": \"%s\", "
+		"\"block_size\": %u, "
 		"\"inodes\": %llu, \"files\": %llu, \"directories\": %llu, "
 		"\"symlinks\": %llu, \"devices\": %llu, \"fifos_sockets\": %llu, "
 		"\"bytes_in\": %llu, \"image_size\": %llu, \"ratio\": %.4f, "
@@ -83,8 +85,9 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 		"\"sparse_bytes\": %llu, \"ids\": %u, \"xattr_sets\": %llu, "
 		"\"blocks\": %llu, \"stored_blocks\": %llu, \"stored_fragments\": %llu, "
 		"\"clamped_times\": %llu, \"seconds\": %.3f}\n",
-		sqw_comp_name(img->comp.id), img->comp.level, img->comp.block_size,
-		(unsigned long long)st->inodes, (unsigned long long)st->files,
+		sqw_comp_name(img->comp.id), img->comp.level,
+		sqw_comp_config_describe(&img->comp, comp, sizeof(comp)),
+		img->comp.block_size, (unsigned long long)st->inodes, (unsigned long long)st->files,
 		(unsigned long long)st->dirs, (unsigned long long)st->symlinks,
 		(unsigned long long)st->devices, (unsigned long long)st->ipcs,
 		(unsigned long long)st->bytes_in, (unsigned long long)st->image_size,

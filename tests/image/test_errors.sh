@@ -238,6 +238,16 @@ ERR=$(ulimit -f 64 && "$SQFS_PACK" -q -c lz4 "$S/big" "$S/fsize/i.sqfs" 2>&1 >/d
 expect_rc 1 "ulimit -f" && expect_msg "File too large" "ulimit -f" && log "ok: [ulimit -f] $ERR"
 nothing_left "$S/fsize" "ulimit -f"
 
+# The summary names a level only where the settings have one
+for c in "lz4|lz4" "lz4:hc|lz4 hc level 12" "lzo,algorithm=lzo1x_1|lzo lzo1x_1" "zstd:3|zstd level 3"; do
+	OUT=$("$SQFS_PACK" -c "${c%%|*}" "$S/src" "$S/out/desc.sqfs" 2>/dev/null | head -n 1)
+	[[ $OUT == *": ${c#*|}, block size "* ]] || fail "[summary, -c ${c%%|*}] '$OUT'"
+	J=$("$SQFS_PACK" --json -c "${c%%|*}" "$S/src" "$S/out/desc.sqfs" 2>/dev/null)
+	[[ $J == *'"settings": "'"${c#*|}"'"'* ]] || fail "[--json, -c ${c%%|*}] $J"
+done
+rm -f "$S/out/desc.sqfs"
+log "ok: [summary] compressor settings named"
+
 # The summary on a full stdout: the image is there, the failure is told
 RC=0
 ERR=$("$SQFS_PACK" --json "$S/src" "$S/out/summary.sqfs" 2>&1 >/dev/full) || RC=$?

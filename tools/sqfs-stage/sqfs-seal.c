@@ -61,25 +61,25 @@ static char *field(const char *json, const char *key)
 static void print_human(const char *json)
 {
 	const char *keys[] = { "image", "image_size", "inodes", "files", "directories",
-			       "symlinks", "devices", "fifos_sockets", "compressor",
-			       "level", "block_size", "seconds", "blocks", "stored_blocks",
+			       "symlinks", "devices", "fifos_sockets", "settings",
+			       "block_size", "seconds", "blocks", "stored_blocks",
 			       "fragments", "stored_fragments" };
-	char *v[16];
+	char *v[15];
 	size_t i;
 
-	for (i = 0; i < 16; i++) {
+	for (i = 0; i < 15; i++) {
 		v[i] = field(json, keys[i]);
 		if (!v[i])
 			v[i] = strdup("?");
 	}
-	printf("Sealed %s: %s bytes, %s level %s, block size %s\n"
+	printf("Sealed %s: %s bytes, %s, block size %s\n"
 	       "%s inodes: %s files, %s directories, %s symlinks, %s devices, "
 	       "%s fifos/sockets; %s s\n",
-	       v[0], v[1], v[8], v[9], v[10], v[2], v[3], v[4], v[5], v[6], v[7], v[11]);
+	       v[0], v[1], v[8], v[9], v[2], v[3], v[4], v[5], v[6], v[7], v[10]);
 	printf("%s of %s blocks were compressed in the background as files closed, "
 	       "and %s of %s fragment blocks before the seal\n",
-	       v[13], v[12], v[15], v[14]);
-	for (i = 0; i < 16; i++)
+	       v[12], v[11], v[14], v[13]);
+	for (i = 0; i < 15; i++)
 		free(v[i]);
 }
 
