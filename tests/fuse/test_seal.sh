@@ -93,6 +93,23 @@ expect_exit 1 "already a sqfs-stage mount" "$STAGE" "$WORK/second.sqfs" "$M"
 "$SEAL" --quiet "$M" || fail "seal of the first mount"
 wait_daemon 0
 
+# --- a second mount staging the same IMAGE: refused while the first lives ---
+IMG=$WORK/same.sqfs
+stage_mount "$IMG" "$M"
+FIRST=$DPID
+mkdir -p "$WORK/m2"
+expect_exit 1 "already the image of the sqfs-stage mount at $M" "$STAGE" "$WORK/./same.sqfs" "$WORK/m2"
+mountpoint -q "$WORK/m2" && fail "a second mount staged $IMG" || ok "same IMAGE twice: refused"
+# once its daemon has gone, the dead mount is no conflict
+kill -9 "$FIRST"
+wait "$FIRST" 2>/dev/null || true
+stage_mount "$IMG" "$WORK/m2"
+ok "same IMAGE after the first daemon died: mounted"
+"$SEAL" --quiet "$WORK/m2" || fail "seal of the second mount of $IMG"
+wait_daemon 0
+fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
+rm -rf "$WORK"/.same.sqfs.spool.*
+
 # --- an image path with a comma and a backslash is shown whole in mounts ---
 IMG="$WORK/a,b\\c.sqfs"
 stage_mount "$IMG" "$M"

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -263,6 +264,75 @@ static int check_mountpoint(const char *mnt)
 		return -1;
 	}
 	return 0;
+}
+
+/* mountinfo's octal escapes (\040 for a space, ...) undone in place. */
+static void mountinfo_unescape(char *p)
+{
+	char *q = p;
+
+	for (; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
+		    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+			*q++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+			p += 3;
+		} else {
+			*q++ = *p;
+		}
+	}
+	*q = '\0';
+}
+
+/*
+ * Another live sqfs-stage mount staging the same IMAGE: the later seal
+ * would silently replace the earlier one's image.  A mount whose daemon
+ * has gone (ENOTCONN) can seal nothing, so it is no conflict (--recover
+ * of its spool is the usual next step).
+ */
+static int check_image_free(const struct stage *s)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int ret = 0;
+
+	if (!f)
+		return 0;
+	while (!ret && getline(&line, &cap, f) > 0) {
+		char *mnt, *sep, *type, *src, *save = NULL;
+		struct statfs sf;
+
+		line[strcspn(line, "\n")] = '\0';
+		sep = strstr(line, " - ");
+		if (!sep)
+			continue;
+		*sep = '\0';
+		type = strtok_r(sep + 3, " ", &save);
+		src = strtok_r(NULL, " ", &save);
+		if (!type || !src || strcmp(type, "fuse.sqfs-stage"))
+			continue;
+		mountinfo_unescape(src);
+		if (strcmp(src, s->image))
+			continue;
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... */
+		save = NULL;
+		mnt = strtok_r(line, " ", &save);
+		for (int i = 0; mnt && i < 4; i++)
+			mnt = strtok_r(NULL, " ", &save);
+		if (!mnt)
+			continue;
+		mountinfo_unescape(mnt);
+		/* statfs always asks the daemon; stat may answer from the cache */
+		if (statfs(mnt, &sf) && errno == ENOTCONN)
+			continue;
+		fprintf(stderr, "%s: %s: already the image of the sqfs-stage mount at %s; "
+			"seal or unmount that first, or choose another IMAGE\n", prog,
+			s->image, mnt);
+		ret = -1;
+	}
+	free(line);
+	fclose(f);
+	return ret;
 }
 
 /* PATH and ROOT resolved: is PATH ROOT or below it? */
@@ -544,7 +614,7 @@ int main(int argc, char **argv)
 		s.file_max = STAGE_FILE_CAP;
 	if (p.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions"))
 		goto out_free;
-	if (check_image(&s, p.image) || check_mountpoint(p.mnt) ||
+	if (check_image(&s, p.image) || check_image_free(&s) || check_mountpoint(p.mnt) ||
 	    check_outside(&s, p.mnt, p.recover ? NULL : p.spool))
 		goto out_free;
 	{
