@@ -87,6 +87,8 @@ uint64_t sqw_tree_data_size(sqw_tree_t *tree);
 
 void sqw_node_set_attr(sqw_node_t *node, const struct sqw_attr *attr);
 void sqw_node_get_attr(const sqw_node_t *node, struct sqw_attr *attr);
+/* Entries of a directory (0 for any other node). */
+size_t sqw_node_dir_entries(const sqw_node_t *node);
 
 /*
  * Set an extended attribute ("user.", "trusted." or "security." keys;

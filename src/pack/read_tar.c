@@ -73,9 +73,37 @@ static const char *clean_path(struct tar_ctx *c, const char *p)
 	return s;
 }
 
+/*
+ * GNU tar writes '=' and '%' in a SCHILY.xattr keyword's name as %3D and
+ * %25 (the keyword ends at the first '='), and libarchive hands the name on
+ * as written.  Undone here as GNU tar x does; a name written raw by another
+ * tool that holds those very sequences would be misread, as by tar x.
+ */
+static const char *xattr_unescape(const char *name, char *buf)
+{
+	char *q = buf;
+
+	if (!strchr(name, '%'))
+		return name;
+	while (*name) {
+		if (name[0] == '%' && name[1] == '3' && (name[2] == 'D' || name[2] == 'd')) {
+			*q++ = '=';
+			name += 3;
+		} else if (name[0] == '%' && name[1] == '2' && name[2] == '5') {
+			*q++ = '%';
+			name += 3;
+		} else {
+			*q++ = *name++;
+		}
+	}
+	*q = '\0';
+	return buf;
+}
+
 static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		      sqw_node_t *n, const char *path)
 {
+	char key[4 * XATTR_NAME_MAX];
 	const char *name;
 	const void *val;
 	size_t size;
@@ -94,6 +122,9 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		/* What Linux could never read back is refused, not stored. */
 		snprintf(c->err->detail, sizeof(c->err->detail), "xattr '%.64s%s'",
 			 name, strlen(name) > 64 ? "..." : "");
+		if (strlen(name) >= sizeof(key))
+			return fail(c, -EBADMSG, "xattr name longer than 255 bytes", path);
+		name = xattr_unescape(name, key);
 		if (strlen(name) > XATTR_NAME_MAX)
 			return fail(c, -EBADMSG, "xattr name longer than 255 bytes", path);
 		if (size > XATTR_SIZE_MAX)
@@ -201,7 +232,35 @@ static int replace(struct tar_ctx *c, sqw_node_t *dir, const char *name,
 		*keep = old;
 		return 0;
 	}
+	/* tar x refuses this too: the subtree would vanish without a word. */
+	if (sqw_node_dir_entries(old))
+		return -ENOTEMPTY;
 	return sqw_tree_remove(c->tree, dir, name, len);
+}
+
+#define NOT_OVER_DIR "a non-directory cannot replace a non-empty directory"
+
+/*
+ * The member's mode.  libarchive copies an access ACL's group entry into
+ * the group bits; where the ACL has a mask, the group bits are the mask, as
+ * stat(2) and the header say.  A symbolic link's are always rwxrwxrwx.
+ */
+static mode_t entry_mode(struct archive_entry *e)
+{
+	mode_t mode = archive_entry_mode(e);
+	int type, perm, tag, id;
+	const char *name;
+
+	if (S_ISLNK(mode))
+		return S_IFLNK | 0777;
+	if (archive_entry_acl_reset(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS) <= 0)
+		return mode;
+	while (archive_entry_acl_next(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS, &type, &perm,
+				      &tag, &id, &name) == ARCHIVE_OK) {
+		if (tag == ARCHIVE_ENTRY_ACL_MASK)
+			return (mode & ~(mode_t)070) | (mode_t)((perm & 7) << 3);
+	}
+	return mode;
 }
 
 static int add_entry(struct tar_ctx *c, struct archive *a,
@@ -209,7 +268,7 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 {
 	const char *raw = archive_entry_pathname(e), *path, *name, *link;
 	struct sqw_attr at = {
-		.mode = archive_entry_mode(e),
+		.mode = entry_mode(e),
 		.uid = (uint32_t)archive_entry_uid(e),
 		.gid = (uint32_t)archive_entry_gid(e),
 		.mtime = archive_entry_mtime(e),
@@ -269,7 +328,8 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 		ret = replace(c, dir, name, len, S_IFREG, &n);
 		if (!ret)
 			ret = sqw_tree_link(c->tree, dir, name, len, target);
-		return ret ? fail(c, ret, "adding a hard link", raw) : 0;
+		return ret ? fail(c, ret == -ENOTEMPTY ? -EBADMSG : ret, ret == -ENOTEMPTY ?
+				  NOT_OVER_DIR : "adding a hard link", raw) : 0;
 	}
 	if (len == 0) {
 		/* "./" itself, or "sub/.": that directory's attributes. */
@@ -289,7 +349,8 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	}
 	ret = replace(c, dir, name, len, at.mode, &n);
 	if (ret)
-		return fail(c, ret, "replacing an earlier member", raw);
+		return fail(c, ret == -ENOTEMPTY ? -EBADMSG : ret, ret == -ENOTEMPTY ?
+			    NOT_OVER_DIR : "replacing an earlier member", raw);
 	if (n) {
 		sqw_node_set_attr(n, &at);	/* directory listed again */
 	} else {

@@ -468,6 +468,11 @@ void sqw_node_get_attr(const sqw_node_t *n, struct sqw_attr *attr)
 	*attr = n->a;
 }
 
+size_t sqw_node_dir_entries(const sqw_node_t *n)
+{
+	return node_is_dir(n) ? n->nents : 0;
+}
+
 void sqw_node_set_source(sqw_node_t *n, void *src)
 {
 	if (node_is_reg(n))

@@ -418,6 +418,46 @@ out_of_room "writing the image" 10100k yes 786432 3 96
 out_of_room "taken blocks give their room back" 13824k no 3145728 1 96
 
 # --- hostile input ---------------------------------------------------------------
+section "modes, links and xattr names as tar x reads them"
+# A file whose ACL mask is narrower than its group entry: the mode's group
+# bits are the mask (stat, the header and tar x say 0640, not the group
+# entry's rwx).  A symlink is rwxrwxrwx whatever its header says.  GNU tar
+# writes '=' and '%' in xattr names as %3D and %25; tar x undoes that.
+rm -rf -- "$S/tx"
+mkdir -p "$S/tx/t"
+printf 'secret\n' >"$S/tx/t/f"
+chmod 0640 "$S/tx/t/f"
+touch -d @1000 "$S/tx/t/f"
+if setfacl -m u:1000:r,g::rwx,m::r-- "$S/tx/t/f" 2>/dev/null &&
+	setfattr -n user.a=b -v 1 "$S/tx/t/f" && setfattr -n 'user.p%q' -v 2 "$S/tx/t/f"; then
+	tar -C "$S/tx/t" --numeric-owner --acls --xattrs --xattrs-include='user.*' --format=posix \
+		-cf "$S/tx/acl.tar" f
+	rc=0
+	"$SQFS_PACK" --tar -q "$S/tx/acl.sqfs" <"$S/tx/acl.tar" 2>"$S/tx/err" || rc=$?
+	((rc == 0)) || fail "[acl mask] exit $rc: $(cat "$S/tx/err")"
+	mode=$(unsquashfs -lln "$S/tx/acl.sqfs" | awk '$NF ~ /\/f$/ {print $1}')
+	[[ $mode == -rw-r----- ]] && log "ok: [acl mask] mode from the mask: $mode" ||
+		fail "[acl mask] mode $mode, expected -rw-r----- (the mask, as the header says)"
+	mount_image "$S/tx/acl.sqfs" "$S/mnt" || fail "[xattr names] kernel mount"
+	got=$("$PYTHON3" -c 'import os, sys; f = sys.argv[1]
+print(" ".join(sorted("%s:%s" % (n, os.getxattr(f, n).decode()) for n in os.listxattr(f) if n.startswith("user."))))' "$S/mnt/f")
+	umount_quiet "$S/mnt"
+	[[ $got == 'user.a=b:1 user.p%q:2' ]] && log "ok: [xattr names] '=' and '%' restored: $got" ||
+		fail "[xattr names] got: $got"
+else
+	skip_or_fail "setfacl/setfattr cannot set what the ACL and xattr-name checks need"
+fi
+"$PYTHON3" - "$S/tx/sym.tar" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    ti = tarfile.TarInfo("s"); ti.type = tarfile.SYMTYPE; ti.linkname = "target"; ti.mode = 0o644
+    t.addfile(ti)
+PY
+"$SQFS_PACK" --tar -q "$S/tx/sym.sqfs" <"$S/tx/sym.tar" || fail "[symlink mode] sqfs-pack failed"
+mode=$(unsquashfs -lln "$S/tx/sym.sqfs" | awk '$(NF-2) ~ /\/s$/ {print $1}')
+[[ $mode == lrwxrwxrwx ]] && log "ok: [symlink mode] $mode" || fail "[symlink mode] $mode from a 0644 header"
+rm -rf -- "$S/tx"
+
 section "hostile archives"
 "$PYTHON3" - "$S/ar" <<'PY'
 import io, os, random, sys, tarfile
@@ -439,6 +479,8 @@ mk("dotdot-inner.tar", [d("./"), d("sub"), reg("sub/../../evil2")])
 mk("empty-symlink.tar", [d("./"), reg("ok"), sym("emptylink", "")])
 mk("hardlink-missing.tar", [d("./"), hl("dangling-hardlink", "missing")])
 mk("parent-is-file.tar", [d("./"), reg("plainfile"), reg("plainfile/child")])
+# tar x refuses a file over a directory that has entries: no silent loss
+mk("file-over-dir.tar", [d("./"), d("full"), reg("full/important"), reg("full")])
 big = random.Random(7).randbytes(300000)
 mk("big.tar", [d("./"), reg("bigmember", big)])
 with open(os.path.join(out, "big.tar"), "rb") as f:
@@ -483,6 +525,7 @@ hostile dotdot-inner.tar 'sub/\.\./\.\./evil2'
 hostile empty-symlink.tar 'emptylink.*(empty|target|symlink)'
 hostile hardlink-missing.tar 'dangling-hardlink.*(missing|hard link)|(missing|hard link).*dangling-hardlink'
 hostile parent-is-file.tar 'plainfile/child'
+hostile file-over-dir.tar 'full: a non-directory cannot replace a non-empty directory'
 hostile truncated-data.tar 'truncat|unexpected end|premature|malformed'
 hostile truncated-header.tar 'truncat|unexpected end|premature|malformed'
 hostile truncated-posix.tar 'truncat|unexpected end|premature|malformed'
