@@ -70,7 +70,14 @@ struct cli_publish {
 	int anon;	/* fd has no name yet (O_TMPFILE) */
 };
 
-int cli_publish_open(struct cli_publish *p, const char *target);
+/*
+ * The file an image path names, to be replaced: symbolic links followed (an
+ * image is written through them, as mksquashfs writes), the directory made
+ * absolute.  0 and a malloc'd *out, or -errno.
+ */
+int cli_publish_target(const char *path, char **out);
+/* follow: resolve target with cli_publish_target() first. */
+int cli_publish_open(struct cli_publish *p, const char *target, int follow);
 /* fsync, rename over the target, fsync the directory. */
 int cli_publish_commit(struct cli_publish *p);
 /* Remove the temporary file; safe to call twice. */

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,53 +32,125 @@ static char *dir_of(const char *path)
 	return d;
 }
 
-int cli_publish_open(struct cli_publish *p, const char *target)
+int cli_publish_target(const char *path, char **out)
 {
-	char *dir = dir_of(target), *copy = strdup(target);
+	char *cur = strdup(path), *next = NULL, *dir = NULL, *base;
+	char link[PATH_MAX], real[PATH_MAX];
+	int hops, ret = 0;
+
+	*out = NULL;
+	for (hops = 0; cur; hops++) {
+		ssize_t n = readlink(cur, link, sizeof(link) - 1);
+
+		if (n < 0) {
+			if (errno != EINVAL && errno != ENOENT)
+				ret = -errno;
+			break;
+		}
+		if (hops == 40) {
+			ret = -ELOOP;
+			break;
+		}
+		link[n] = '\0';
+		dir = link[0] == '/' ? NULL : dir_of(cur);
+		if (link[0] != '/' && !dir)
+			break;
+		if (asprintf(&next, "%s%s%s", dir ? dir : "", dir ? "/" : "", link) < 0)
+			next = NULL;
+		free(dir);
+		free(cur);
+		cur = next;
+	}
+	if (!cur)
+		return -ENOMEM;
+	dir = dir_of(cur);
+	if (!ret && !dir)
+		ret = -ENOMEM;
+	if (!ret && !realpath(dir, real))
+		ret = -errno;
+	if (!ret) {
+		base = basename(cur);
+		if (asprintf(out, "%s/%s", strcmp(real, "/") ? real : "", base) < 0) {
+			*out = NULL;
+			ret = -ENOMEM;
+		}
+	}
+	free(dir);
+	free(cur);
+	return ret;
+}
+
+int cli_publish_open(struct cli_publish *p, const char *target, int follow)
+{
+	char *dir = NULL, *copy = NULL;
 	mode_t mask;
 	struct stat st;
-	int e;
+	int e, have = 0;
 
 	memset(p, 0, sizeof(*p));
 	p->fd = -1;
-	if (!dir || !copy) {
-		free(dir);
-		free(copy);
-		return -ENOMEM;
+	if (follow) {
+		e = cli_publish_target(target, &p->target);
+		if (e)
+			return e;
+	} else {
+		p->target = strdup(target);
 	}
-	if (!stat(target, &st) && !S_ISREG(st.st_mode)) {
-		free(dir);
-		free(copy);
-		return -EEXIST;	/* never replace a directory or a device */
+	if (p->target) {
+		dir = dir_of(p->target);
+		copy = strdup(p->target);
 	}
-	p->target = strdup(target);
-	if (asprintf(&p->tmp, "%s/.%s.tmpXXXXXX", dir, basename(copy)) < 0)
+	if (!p->target || !dir || !copy) {
+		e = -ENOMEM;
+		goto fail;
+	}
+	/* never replace a directory or a device; nor, unfollowed, a link's target */
+	if (!lstat(p->target, &st)) {
+		if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+			e = -EEXIST;
+			goto fail;
+		}
+		have = S_ISREG(st.st_mode);
+	}
+	if (asprintf(&p->tmp, "%s/.%s.tmpXXXXXX", dir, basename(copy)) < 0) {
 		p->tmp = NULL;
-	if (p->target && p->tmp && !access("/proc/self/fd", X_OK))
-		p->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
-	free(dir);
-	free(copy);
-	if (!p->target || !p->tmp) {
-		if (p->fd >= 0)
-			close(p->fd);
-		p->fd = -1;
-		return -ENOMEM;
+		e = -ENOMEM;
+		goto fail;
 	}
+	if (!access("/proc/self/fd", X_OK))
+		p->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
 	if (p->fd >= 0) {
 		p->anon = 1;	/* the mode came with the umask */
-		return 0;
+	} else {
+		p->fd = mkostemp(p->tmp, O_CLOEXEC);
+		if (p->fd < 0) {
+			e = -errno;
+			free(p->tmp);
+			p->tmp = NULL;
+			goto fail;
+		}
+		mask = umask(0);
+		umask(mask);
+		fchmod(p->fd, 0666 & ~mask);
 	}
-	p->fd = mkostemp(p->tmp, O_CLOEXEC);
-	if (p->fd < 0) {
-		e = -errno;
-		free(p->tmp);
-		p->tmp = NULL;
-		return e;
+	/*
+	 * A replaced image keeps its mode and, where we may, its owner, as one
+	 * rewritten in place would: an image kept 0600 may hold secrets.
+	 */
+	if (have) {
+		if (st.st_uid != geteuid() || st.st_gid != getegid())
+			(void)!fchown(p->fd, st.st_uid, st.st_gid);
+		fchmod(p->fd, st.st_mode & 07777);
 	}
-	mask = umask(0);
-	umask(mask);
-	fchmod(p->fd, 0666 & ~mask);
+	free(dir);
+	free(copy);
 	return 0;
+fail:
+	free(dir);
+	free(copy);
+	free(p->target);
+	p->target = NULL;
+	return e;
 }
 
 /*

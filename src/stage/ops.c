@@ -111,6 +111,9 @@ static void op_destroy(void *userdata)
 		} else {
 			stage_log(s, LOG_INFO, "sealed %s at unmount: %s", s->image, msg);
 		}
+	} else if (s->image_kept) {
+		stage_log(s, LOG_INFO, "nothing was staged since the mount: %s is left as "
+			  "it was (sqfs-seal writes the empty tree's image)", s->image);
 	}
 	unlock(s);
 	/* After the seal, which takes the blocks stored so far. */

@@ -436,7 +436,8 @@ int stage_seal(struct stage *s, char **out)
 		goto fail;
 	/* By default the image shares the spool's file system. */
 	stage_jnl_trim(s);
-	ret = cli_publish_open(&pub, s->image);
+	/* resolved at the mount: no lookup now may go through our own mount */
+	ret = cli_publish_open(&pub, s->image, 0);
 	if (ret) {
 		fail(&c, "%s: cannot create the image: %s", s->image,
 		     ret == -EEXIST ? "exists and is not a regular file" : strerror(-ret));
@@ -459,6 +460,7 @@ int stage_seal(struct stage *s, char **out)
 	free(c.path);
 	stage_bg_resume(s);
 	s->sealed_gen = s->gen;
+	s->image_kept = 0;
 	*out = summary(s, &st, start);
 	if (!*out)
 		*out = strdup("{}");

@@ -232,6 +232,8 @@ struct stage {
 	struct fuse_session *se;	/* for notifications; NULL before the mount */
 	/* sealing */
 	uint64_t gen, sealed_gen;	/* changes so far / at the last good seal */
+	int image_kept;		/* an existing IMAGE outlives an unmount with
+				 * nothing staged (sealed_gen = gen at the start) */
 	/* ops_file.c: every open file handle (for a connection that ends). */
 	struct fhandle *handles;
 	/* The last good seal's summary, and its image as it left it (seal.c). */

@@ -110,6 +110,48 @@ wait_daemon 0
 fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
 rm -rf "$WORK"/.same.sqfs.spool.*
 
+# --- an existing IMAGE outlives a mount that staged nothing ---
+IMG=$WORK/kept.sqfs
+printf 'an older image\n' >"$IMG"
+stage_mount "$IMG" "$M" -o ro
+fusermount3 -u "$M"
+wait_daemon 0
+[[ $(cat "$IMG") == "an older image" ]] && ok "unmount with nothing staged: IMAGE kept" ||
+	fail "unmount with nothing staged replaced IMAGE"
+grep -q "nothing was staged since the mount: $IMG is left as it was" "$WORK/daemon.log" ||
+	fail "no log line for the kept image"
+# ... but sqfs-seal writes the empty tree's image, and a change is sealed
+stage_mount "$IMG" "$M"
+"$SEAL" --quiet "$M" || fail "sqfs-seal of an empty tree"
+wait_daemon 0
+unsquashfs -s "$IMG" >/dev/null 2>&1 && ok "sqfs-seal of an empty tree over an old IMAGE" ||
+	fail "sqfs-seal left no image"
+printf 'an older image\n' >"$IMG"
+stage_mount "$IMG" "$M"
+chmod 0700 "$M"
+fusermount3 -u "$M"
+wait_daemon 0
+[[ $(unsquashfs -lln "$IMG" 2>/dev/null | head -n 4 | tail -n 1) == drwx------* ]] &&
+	ok "a chmod of the root is sealed at unmount" || fail "chmod of the root not sealed: $(unsquashfs -lln "$IMG" 2>&1)"
+
+# --- IMAGE a symbolic link: written through; one into the mountpoint refused ---
+mkdir -p "$WORK/real"
+printf 'old\n' >"$WORK/real/r.sqfs"
+chmod 0640 "$WORK/real/r.sqfs"
+ln -sfn real/r.sqfs "$WORK/link.sqfs"
+stage_mount "$WORK/link.sqfs" "$M"
+echo data >"$M/f"
+"$SEAL" --quiet "$M" || fail "seal through a symlinked IMAGE"
+wait_daemon 0
+[[ -L $WORK/link.sqfs && $(stat -c %a "$WORK/real/r.sqfs") == 640 ]] &&
+	unsquashfs -lln "$WORK/real/r.sqfs" 2>/dev/null | grep -q ' squashfs-root/f$' &&
+	ok "IMAGE a symlink: sealed through it, link and mode kept" ||
+	fail "IMAGE a symlink: $(ls -l "$WORK/link.sqfs" "$WORK/real")"
+ln -sfn "$(basename "$M")/inside.sqfs" "$WORK/into.sqfs"
+expect_exit 1 "IMAGE must not be inside the mountpoint" "$STAGE" "$WORK/into.sqfs" "$M"
+mountpoint -q "$M" && fail "mounted with IMAGE a link into the mountpoint" || true
+rm -rf "$WORK/real" "$WORK/link.sqfs" "$WORK/into.sqfs"
+
 # --- an image path with a comma and a backslash is shown whole in mounts ---
 IMG="$WORK/a,b\\c.sqfs"
 stage_mount "$IMG" "$M"

@@ -238,6 +238,27 @@ ERR=$(ulimit -f 64 && "$SQFS_PACK" -q -c lz4 "$S/big" "$S/fsize/i.sqfs" 2>&1 >/d
 expect_rc 1 "ulimit -f" && expect_msg "File too large" "ulimit -f" && log "ok: [ulimit -f] $ERR"
 nothing_left "$S/fsize" "ulimit -f"
 
+# IMAGE a symbolic link: written through, the link kept; the replaced file
+# keeps its mode and owner (mksquashfs rewrites it in place)
+mkdir -p "$S/lnk/real"
+printf 'old\n' >"$S/lnk/real/r.sqfs"
+chmod 0600 "$S/lnk/real/r.sqfs"
+chown 1:1 "$S/lnk/real/r.sqfs"
+ln -s real/r.sqfs "$S/lnk/img.sqfs"
+"$SQFS_PACK" -q "$S/src" "$S/lnk/img.sqfs" || fail "[IMAGE a symlink] sqfs-pack failed"
+if [[ -L $S/lnk/img.sqfs ]] && unsquashfs -s "$S/lnk/real/r.sqfs" >/dev/null 2>&1 &&
+	[[ $(stat -c '%a %u %g' "$S/lnk/real/r.sqfs") == "600 1 1" ]]; then
+	log "ok: [IMAGE a symlink] written through it; mode and owner kept"
+else
+	fail "[IMAGE a symlink] link: $(ls -l "$S/lnk")/$(stat -c '%a %u %g' "$S/lnk/real/r.sqfs")"
+fi
+ln -s loop-b "$S/lnk/loop-a"
+ln -s loop-a "$S/lnk/loop-b"
+RC=0
+ERR=$("$SQFS_PACK" -q "$S/src" "$S/lnk/loop-a" 2>&1) || RC=$?
+expect_rc 1 "IMAGE a symlink loop" && expect_msg "Too many levels of symbolic links" "IMAGE a symlink loop"
+rm -rf "$S/lnk"
+
 # The summary names a level only where the settings have one
 for c in "lz4|lz4" "lz4:hc|lz4 hc level 12" "lzo,algorithm=lzo1x_1|lzo lzo1x_1" "zstd:3|zstd level 3"; do
 	OUT=$("$SQFS_PACK" -c "${c%%|*}" "$S/src" "$S/out/desc.sqfs" 2>/dev/null | head -n 1)

@@ -375,7 +375,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	ret = cli_publish_open(&pub, image);
+	ret = cli_publish_open(&pub, image, 1);
 	if (ret) {
 		fprintf(stderr, "%s: %s: cannot create the image: %s\n", prog, image,
 			ret == -EEXIST ? "exists and is not a regular file" : strerror(-ret));

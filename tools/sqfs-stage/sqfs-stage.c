@@ -193,29 +193,29 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 /* An absolute IMAGE whose directory exists and is writable. */
 static int check_image(struct stage *s, const char *image)
 {
-	char *c1 = strdup(image), *c2 = strdup(image), dir[PATH_MAX];
+	char *c = strdup(image), dir[PATH_MAX];
 	const char *base;
 	struct stat st;
-	int ret = -1;
+	int ret = -1, e;
 
-	if (!c1 || !c2)
+	if (!c)
 		goto out;
-	base = basename(c2);
+	base = basename(c);
 	if (!*base || !strcmp(base, ".") || !strcmp(base, "..") || image[strlen(image) - 1] == '/') {
 		fprintf(stderr, "%s: %s: IMAGE must name a file\n", prog, image);
 		goto out;
 	}
-	if (!realpath(dirname(c1), dir)) {
-		fprintf(stderr, "%s: %s: the image's directory: %s\n", prog, image, strerror(errno));
+	/* The seal writes through a symbolic link, to the file it names. */
+	e = cli_publish_target(image, &s->image);
+	if (e) {
+		fprintf(stderr, "%s: %s: the image's directory: %s\n", prog, image, strerror(-e));
 		goto out;
 	}
-	if (access(dir, W_OK | X_OK)) {
-		fprintf(stderr, "%s: %s: cannot write in %s: %s\n", prog, image, dir,
-			strerror(errno));
-		goto out;
-	}
-	if (asprintf(&s->image, "%s/%s", strcmp(dir, "/") ? dir : "", base) < 0) {
-		s->image = NULL;
+	snprintf(dir, sizeof(dir), "%s", s->image);
+	*strrchr(dir, '/') = '\0';
+	if (access(*dir ? dir : "/", W_OK | X_OK)) {
+		fprintf(stderr, "%s: %s: cannot write in %s: %s\n", prog, image,
+			*dir ? dir : "/", strerror(errno));
 		goto out;
 	}
 	if (!stat(s->image, &st) && !S_ISREG(st.st_mode)) {
@@ -224,8 +224,7 @@ static int check_image(struct stage *s, const char *image)
 	}
 	ret = 0;
 out:
-	free(c1);
-	free(c2);
+	free(c);
 	return ret;
 }
 
@@ -696,6 +695,18 @@ int main(int argc, char **argv)
 	if (p.pseudo.n && (ret = stage_pseudo_apply(&s, &p.pseudo, stderr, msg, sizeof(msg)))) {
 		fprintf(stderr, "%s: -o pseudo_file: %s: %s\n", prog, msg, strerror(-ret));
 		goto out_spool;
+	}
+	/*
+	 * A mount made by mistake over an existing image, and unmounted at
+	 * once, must not replace it with an empty one; sqfs-seal still can.
+	 */
+	{
+		struct stat st;
+
+		if (!p.recover && !p.pseudo.n && !stat(s.image, &st) && S_ISREG(st.st_mode)) {
+			s.sealed_gen = s.gen;
+			s.image_kept = 1;
+		}
 	}
 	s.foreground = fo.foreground;
 	se = fuse_session_new(&args, &stage_ops, sizeof(stage_ops), &s);
