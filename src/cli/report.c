@@ -60,6 +60,45 @@ static const char *human(double v, char *buf, size_t len)
 	return buf;
 }
 
+/* Length of the valid UTF-8 sequence at p (1 to 4), or 0. */
+static int utf8_len(const unsigned char *p)
+{
+	int n = p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : p[0] < 0xf5 ? 4 : 0;
+
+	for (int i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	/* overlong forms, surrogates, beyond U+10FFFF */
+	if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+	    (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+/*
+ * A path as a JSON string body.  JSON has no bytes: one that is not part of
+ * valid UTF-8 becomes U+DC80..U+DCFF, as Python's surrogateescape reads
+ * and writes file names, so the exact path can be had back.
+ */
+static void json_put(const char *s, FILE *out)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		int n = *p < 0x80 ? 1 : utf8_len(p);
+
+		if (*p == '"' || *p == '\\')
+			fprintf(out, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(out, "\\u%04x", *p);
+		else if (n == 0)
+			fprintf(out, "\\udc%02x", *p), n = 1;
+		else
+			fwrite(p, 1, (size_t)n, out);
+		p += n ? n : 1;
+	}
+}
+
 static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 			 double secs, FILE *out)
 {
@@ -67,14 +106,7 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 	char comp[48];
 
 	fprintf(out, "{\"image\": \"");
-	for (const char *p = r->image; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fputc('\\', out);
-		if ((unsigned char)*p < 0x20)
-			fprintf(out, "\\u%04x", *p);
-		else
-			fputc(*p, out);
-	}
+	json_put(r->image, out);
 	fprintf(out, "\", \"compressor\": \"%s\", \"level\": %d, \"settings\": \"%s\", "
 		"\"block_size\": %u, "
 		"\"inodes\": %llu, \"files\": %llu, \"directories\": %llu, "

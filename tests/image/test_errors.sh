@@ -259,6 +259,15 @@ ERR=$("$SQFS_PACK" -q "$S/src" "$S/lnk/loop-a" 2>&1) || RC=$?
 expect_rc 1 "IMAGE a symlink loop" && expect_msg "Too many levels of symbolic links" "IMAGE a symlink loop"
 rm -rf "$S/lnk"
 
+# --json with a path that is not UTF-8: valid JSON, the bytes recoverable
+J=$("$SQFS_PACK" -q --json "$S/src" "$S/out/bad"$'\xff\xc3'"name.sqfs" 2>/dev/null) || fail "[--json, not UTF-8] sqfs-pack failed"
+"$PYTHON3" -c 'import json, os, sys
+raw = sys.stdin.buffer.read()
+d = json.loads(raw.decode("utf-8"))
+assert os.fsencode(d["image"]).endswith(b"/bad\xff\xc3name.sqfs"), d["image"]' <<<"$J" &&
+	log "ok: [--json, not UTF-8] valid UTF-8 JSON, path recoverable" || fail "[--json, not UTF-8] $J"
+rm -f "$S/out/bad"*
+
 # The summary names a level only where the settings have one
 for c in "lz4|lz4" "lz4:hc|lz4 hc level 12" "lzo,algorithm=lzo1x_1|lzo lzo1x_1" "zstd:3|zstd level 3"; do
 	OUT=$("$SQFS_PACK" -c "${c%%|*}" "$S/src" "$S/out/desc.sqfs" 2>/dev/null | head -n 1)
