@@ -110,7 +110,8 @@ int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen)
 	o->img.mkfs_time = (uint32_t)time(NULL);
 	if (sde && *sde) {
 		if (parse_time(sde, &t) || !strcmp(sde, "now")) {
-			snprintf(msg, msglen, "SOURCE_DATE_EPOCH='%s' is not a number of seconds", sde);
+			snprintf(msg, msglen, "SOURCE_DATE_EPOCH='%s': give seconds since 1970 "
+				 "(0..4294967295)", sde);
 			return -EINVAL;
 		}
 		o->img.mkfs_time = (uint32_t)t;
@@ -179,8 +180,9 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 			BAD("%s '%s': must be a number from 1 to 1024", name, val);
 		o->img.jobs = (unsigned)v;
 	} else if (!strcmp(key, "queue")) {
-		if (cli_parse_u64(val, 1u << 20, &v) || v < 2)
-			BAD("%s '%s': must be a number of blocks, at least 2", name, val);
+		/* each block in flight costs two buffers, whatever the input */
+		if (cli_parse_u64(val, 65536, &v) || v < 2)
+			BAD("%s '%s': must be a number of blocks from 2 to 65536", name, val);
 		o->img.queue = (unsigned)v;
 	} else if (!strcmp(key, "mkfs_time")) {
 		if (parse_time(val, &t))

@@ -30,8 +30,9 @@ void cli_report_progress(void *arg, const struct sqw_stats *st)
 	double now = cli_now(), frac;
 	int width = 40, fill;
 
-	if (r->o->quiet || r->o->progress == 0 ||
-	    (r->o->progress < 0 && !isatty(STDERR_FILENO)))
+	/* an explicit --progress wins over -q, which silences the summary */
+	if (r->o->progress == 0 ||
+	    (r->o->progress < 0 && (r->o->quiet || !isatty(STDERR_FILENO))))
 		return;
 	if (now - r->last < 0.1 && st->progress_bytes < r->total_bytes)
 		return;

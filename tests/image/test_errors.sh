@@ -235,7 +235,13 @@ fi
 mkdir -p "$S/fsize"
 RC=0
 ERR=$(ulimit -f 64 && "$SQFS_PACK" -q -c lz4 "$S/big" "$S/fsize/i.sqfs" 2>&1 >/dev/null) || RC=$?
-expect_rc 1 "ulimit -f" && expect_msg "File too large" "ulimit -f" && log "ok: [ulimit -f] $ERR"
+expect_rc 1 "ulimit -f" && expect_msg "fsize/i.sqfs: writing the image: File too large" "ulimit -f" &&
+	log "ok: [ulimit -f] $ERR"
+# getopt's complaints name the program, not the path it was run by
+RC=0
+ERR=$("$SQFS_PACK" --bogus 2>&1 >/dev/null) || RC=$?
+expect_rc 2 "--bogus" && [[ $ERR == "sqfs-pack: unrecognized option '--bogus'"* ]] &&
+	log "ok: [--bogus] $ERR" || fail "[--bogus] '$ERR'"
 nothing_left "$S/fsize" "ulimit -f"
 
 # IMAGE a symbolic link: written through, the link kept; the replaced file
@@ -267,6 +273,19 @@ d = json.loads(raw.decode("utf-8"))
 assert os.fsencode(d["image"]).endswith(b"/bad\xff\xc3name.sqfs"), d["image"]' <<<"$J" &&
 	log "ok: [--json, not UTF-8] valid UTF-8 JSON, path recoverable" || fail "[--json, not UTF-8] $J"
 rm -f "$S/out/bad"*
+
+# The progress bar: off with -q, unless --progress asks for it (either order)
+for a in "-q --progress" "--progress -q" "-q" "--no-progress"; do
+	# shellcheck disable=SC2086
+	E=$("$SQFS_PACK" $a "$S/src" "$S/out/pg.sqfs" 2>&1 >/dev/null) || fail "[progress: $a] failed"
+	want=no
+	[[ $a == *--progress* && $a != *no-progress* ]] && want=yes
+	got=no
+	[[ $E == *"100%"* ]] && got=yes
+	[[ $got == "$want" ]] || fail "[progress: $a] bar shown: $got, expected $want"
+done
+rm -f "$S/out/pg.sqfs"
+log "ok: [progress] -q hides the bar unless --progress is given"
 
 # The summary names a level only where the settings have one
 for c in "lz4|lz4" "lz4:hc|lz4 hc level 12" "lzo,algorithm=lzo1x_1|lzo lzo1x_1" "zstd:3|zstd level 3"; do

@@ -149,10 +149,11 @@ for j in 0 -1 1025 abc '' ' 1' +1 0x10 1.5 99999999999999999999; do
 done
 pack_ok -j 1
 pack_ok -j 1024
-for q in 0 1 -3 x '' 1048577; do
-	pack_bad "--queue '$q': must be a number of blocks, at least 2" --queue "$q"
+for q in 0 1 -3 x '' 65537 1048577; do
+	pack_bad "--queue '$q': must be a number of blocks from 2 to 65536" --queue "$q"
 done
 pack_ok --queue 2
+pack_ok --queue 65536
 for t in yesterday -1 4294967296 '' 1e9 @-5 12x; do
 	pack_bad "--mkfs-time '$t': give seconds" --mkfs-time "$t"
 	pack_bad "--all-time '$t': give seconds" --all-time "$t"
@@ -176,8 +177,12 @@ usage_error "sqfs-pack SRC IMAGE -c" "option requires an argument -- 'c'"
 nothing_in "$S/out" "-c without a value"
 RC=0
 ERR=$(SOURCE_DATE_EPOCH=yesterday timeout 60 "$SQFS_PACK" -q "$S/src" "$S/out/i.sqfs" 2>&1) || RC=$?
-usage_error "SOURCE_DATE_EPOCH=yesterday" "SOURCE_DATE_EPOCH='yesterday'"
+usage_error "SOURCE_DATE_EPOCH=yesterday" "SOURCE_DATE_EPOCH='yesterday': give seconds since 1970"
 nothing_in "$S/out" "SOURCE_DATE_EPOCH=yesterday"
+RC=0
+ERR=$(SOURCE_DATE_EPOCH=4294967296 timeout 60 "$SQFS_PACK" -q "$S/src" "$S/out/i.sqfs" 2>&1) || RC=$?
+usage_error "SOURCE_DATE_EPOCH=4294967296" "(0..4294967295)"
+nothing_in "$S/out" "SOURCE_DATE_EPOCH=4294967296"
 
 if [[ -z $STAGE ]]; then
 	log "note: sqfs-stage not built: its -o options are not checked"

@@ -62,7 +62,8 @@ static void usage(FILE *f)
 "      --tar                read a tar archive from standard input\n"
 "      --no-fragments       no tail packing\n"
 "      --always-fragments   pack the tails of large files too\n"
-"      --no-dedup           do not share identical files or tails\n"
+"      --no-dedup, --no-duplicates\n"
+"                           do not share identical files or tails\n"
 "      --no-exports         no NFS export table\n"
 "      --no-xattrs          leave extended attributes out\n"
 "      --no-sparse          store zero blocks instead of holes\n"
@@ -190,6 +191,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 		fprintf(stderr, "%s: %s\n", prog, msg);
 		return -1;
 	}
+	argv[0] = (char *)prog;	/* getopt's messages: "sqfs-pack: ...", not the path */
 	while ((c = getopt_long(argc, argv, "c:b:j:e:xp:qhV", longopts, &idx)) != -1) {
 		switch (c) {
 		case 'c': if (set_key(o, "comp", optarg)) return -1; break;
@@ -408,9 +410,10 @@ int main(int argc, char **argv)
 		path[0] = '\0';
 		if (err.node)
 			sqw_node_path(err.node, path, sizeof(path));
-		fprintf(stderr, "%s: %s%s%s%s: %s\n", prog,
-			err.node && !pa.tar ? argv[optind] : "", path,
-			err.node ? ": " : "", err.what ? err.what : "writing", strerror(-ret));
+		/* a node's error names its source path; any other, the image */
+		fprintf(stderr, "%s: %s%s: %s: %s\n", prog,
+			!err.node ? image : !pa.tar ? argv[optind] : "", path,
+			err.what ? err.what : "writing", strerror(-ret));
 		goto out;
 	}
 	ret = cli_publish_commit(&pub);

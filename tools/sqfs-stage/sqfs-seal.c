@@ -229,6 +229,7 @@ int main(int argc, char **argv)
 	 * error, and must not stop us between the summary and the unmount.
 	 */
 	signal(SIGPIPE, SIG_IGN);
+	argv[0] = (char *)prog;	/* getopt's messages name the program, not its path */
 	while ((c = getopt_long(argc, argv, "kqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k': keep = 1; break;

@@ -41,7 +41,7 @@ static void usage(FILE *f)
 "  -d                     FUSE debug output (implies -f)\n"
 "  -s                     single-threaded\n"
 "  -o comp=NAME[:LEVEL][:KEY=VAL...]  compressor, as sqfs-pack -c with ':'\n"
-"                         between keys (default zstd:15)\n"
+"                         or '\\,' between keys (default zstd:15)\n"
 "  -o block_size=SIZE     4K..1M, power of two (default 128K)\n"
 "  -o jobs=N, -o serial, -o queue=N\n"
 "  -o no_fragments, always_fragments, no_dedup, no_exports, no_xattrs,\n"
@@ -65,10 +65,26 @@ static void usage(FILE *f)
 "                         remount the tree a crashed sqfs-stage left in SPOOL\n"
 "                         (with the image options it was made with; -o wins)\n"
 "  -o allow_other         let other users in (with default_permissions)\n"
+"  -o suid, -o dev        root only: staged setuid bits and device nodes\n"
+"                         work in the mount (default nosuid,nodev)\n"
 "  -o OPT                 any other FUSE mount option\n"
 "  -h, --help, -V, --version\n"
-"Exit status: 0 sealed, 1 failure, 2 usage error.  See sqfs-stage(1).\n",
+"Exit status: 0 mounted (with -f: unmounted and sealed), 1 failure,\n"
+"2 usage error.  See sqfs-stage(1).\n",
 		prog);
+}
+
+/* The keys of sqfs-pack -c's compressor settings (sqfs-pack(1)). */
+static int is_comp_key(const char *k)
+{
+	static const char *const keys[] = {
+		"window", "strategy", "zlib", "dict", "bcj", "extreme", "hc", "algorithm",
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(k, keys[i]))
+			return 1;
+	return 0;
 }
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -176,6 +192,14 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 1;
 	}
 	r = cli_opt_set(&p->s->opts, k, val, msg, sizeof(msg));
+	if (r > 0 && is_comp_key(k)) {
+		/* "-o comp=gzip,window=12": the comma ended comp= */
+		fprintf(stderr, "%s: -o %s: a compressor setting: give it inside comp=, "
+			"after ':' (comp=gzip:window=12) or an escaped comma "
+			"(comp=gzip\\,window=12)\n", prog, arg);
+		p->bad = 1;
+		return -1;
+	}
 	if (r < 0) {
 		fprintf(stderr, "%s: -o %s\n", prog, msg);
 		p->bad = 1;
@@ -600,6 +624,12 @@ int main(int argc, char **argv)
 	if (p.nonopts != 2) {
 		fprintf(stderr, "%s: expected IMAGE and MOUNTPOINT\nTry '%s --help'.\n",
 			prog, prog);
+		status = CLI_EXIT_USAGE;
+		goto out_free;
+	}
+	if (!*p.image || !*p.mnt) {
+		fprintf(stderr, "%s: an empty %s\nTry '%s --help'.\n", prog,
+			*p.image ? "MOUNTPOINT" : "IMAGE", prog);
 		status = CLI_EXIT_USAGE;
 		goto out_free;
 	}
