@@ -15,6 +15,7 @@
 
 struct fhandle {
 	int fd;
+	int shared;	/* fd is the passthrough inode's, closed with it */
 	int writer;
 	struct snode *n;
 	struct fhandle *prev, *next;	/* stage->handles: every open one */

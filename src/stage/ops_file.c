@@ -67,7 +67,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	 */
 	fi->noflush = 1;
 	/* Last: from here on the open cannot fail. */
-	stage_pt_open(s, n, fd, fi->flags);
+	stage_pt_open(s, n, &h->fd, fi->flags, &h->shared);
 	return 0;
 }
 
@@ -242,7 +242,8 @@ void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fhandle *h = FH(fi);
 
 	(void)ino;
-	close(h->fd);
+	if (!h->shared)
+		close(h->fd);
 	lock(s);
 	release_locked(s, h);
 	unlock(s);
@@ -262,7 +263,8 @@ void stage_handles_lost(struct stage *s)
 	struct fhandle *h;
 
 	while ((h = s->handles)) {
-		close(h->fd);
+		if (!h->shared)
+			close(h->fd);
 		release_locked(s, h);
 		free(h);
 	}
@@ -274,7 +276,8 @@ void stage_handles_free(struct stage *s)
 
 	while ((h = s->handles)) {
 		s->handles = h->next;
-		close(h->fd);
+		if (!h->shared)
+			close(h->fd);	/* shared ones: stage_pt_free() */
 		free(h);
 	}
 }

@@ -95,7 +95,7 @@ struct pt_out_header {
 struct ptn {
 	struct ptn *next;
 	fuse_ino_t ino;
-	int fd;			/* ours, for fstat and futimens */
+	int fd;			/* the spool file: every handle of the inode uses it */
 	int id;			/* backing id; 0: this inode's files go through us */
 	uint32_t refs;		/* open handles */
 	struct timespec seen;	/* the spool file's mtime when last looked at */
@@ -330,7 +330,7 @@ static struct ptn **slot(struct stage_pt *pt, fuse_ino_t ino)
 	return p;
 }
 
-int stage_pt_open(struct stage *s, struct snode *n, int fd, int flags)
+int stage_pt_open(struct stage *s, struct snode *n, int *fdp, int flags, int *shared)
 {
 	struct stage_pt *pt = s->pt;
 	struct pt_backing_map map;
@@ -338,6 +338,7 @@ int stage_pt_open(struct stage *s, struct snode *n, int fd, int flags)
 	struct stat st;
 
 	cur_backing = 0;
+	*shared = 0;
 	if (!pt || !pt->on || !pt->offered || !S_ISREG(n->mode))
 		return 0;
 	p = slot(pt, n->ino);
@@ -347,12 +348,10 @@ int stage_pt_open(struct stage *s, struct snode *n, int fd, int flags)
 		if (!e)
 			return -ENOMEM;
 		e->ino = n->ino;
-		e->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-		if (e->fd < 0 || fstat(e->fd, &st)) {
+		e->fd = *fdp;
+		if (fstat(e->fd, &st)) {
 			int err = -errno;
 
-			if (e->fd >= 0)
-				close(e->fd);
 			free(e);
 			return err;
 		}
@@ -381,6 +380,16 @@ int stage_pt_open(struct stage *s, struct snode *n, int fd, int flags)
 		}
 		*p = e;
 	}
+	/*
+	 * Every handle of the inode uses its one descriptor (I/O through it
+	 * is positional): an open costs the daemon no more descriptors than
+	 * without passthrough, where the kernel's backing file counts none.
+	 */
+	if (*fdp != e->fd) {
+		close(*fdp);
+		*fdp = e->fd;
+	}
+	*shared = 1;
 	e->refs++;
 	/* Joining a passthrough inode read-write: see above. */
 	if ((flags & O_ACCMODE) == O_RDWR && e->id > 0)

@@ -414,7 +414,7 @@ uint64_t stage_pt_opens(const struct stage *s);
  * A handle on n with spool fd and open flags is about to be answered:
  * returns the backing id its reply carries (0: none) or -errno.
  */
-int stage_pt_open(struct stage *s, struct snode *n, int fd, int flags);
+int stage_pt_open(struct stage *s, struct snode *n, int *fd, int flags, int *shared);
 /* Fold the kernel's writes to n's spool file into n. */
 void stage_pt_sync(struct stage *s, struct snode *n);
 /* We changed n's data or times ourselves: copy its mtime to the spool file. */

@@ -125,6 +125,27 @@ if [[ $(field "$st" passthrough) == True && $(field "$st" passthrough_opens) -gt
 else
 	fail "passthrough is not in use: $st"
 fi
+# An open file costs the daemon one descriptor, as without passthrough: a
+# program may hold as many files open as the daemon's limit allows, not half.
+mkdir "$M/many"
+for ((i = 0; i < 300; i++)); do printf '%d' "$i" >"$M/many/$i"; done
+rc=0
+python3 - "$M/many" "$DPID" <<'PY' || rc=$?
+import os, sys
+d, pid = sys.argv[1], sys.argv[2]
+count = lambda: len(os.listdir("/proc/%s/fd" % pid))
+before = count()
+fds = [os.open(os.path.join(d, str(i)), os.O_RDONLY if i % 2 else os.O_WRONLY) for i in range(300)]
+fds += [os.open(os.path.join(d, str(i)), os.O_RDONLY) for i in range(100)]  # a second handle each
+during = count() - before
+for fd in fds:
+    os.close(fd)
+print("daemon descriptors for 400 handles of 300 files: %d" % during)
+sys.exit(0 if during <= 310 else 1)
+PY
+((rc == 0)) && ok "300 files open (100 twice): at most one daemon descriptor each" ||
+	fail "the daemon held more than one descriptor per open file"
+rm -r "$M/many"
 "$SEAL" --quiet "$M" || fail "seal 1"
 wait_daemon 0
 if loop_mount "$WORK/a.sqfs" "$WORK/k1"; then
