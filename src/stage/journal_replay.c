@@ -227,12 +227,92 @@ static int reach(struct snode *root, uint64_t pass)
 	return ret;
 }
 
+#define DETACH_SUFFIX ".detach"
+
+/* Copy what in holds (its data, not its holes) to out; both size bytes. */
+static int copy_data(int in, int out, uint64_t size)
+{
+	off_t pos = 0, end;
+
+	while ((uint64_t)pos < size) {
+		pos = lseek(in, pos, SEEK_DATA);
+		if (pos < 0)
+			return errno == ENXIO ? 0 : -errno;
+		end = lseek(in, pos, SEEK_HOLE);
+		if (end < 0)
+			return -errno;
+		while (pos < end) {
+			off_t oi = pos, oo = pos;
+			ssize_t n = copy_file_range(in, &oi, out, &oo, (size_t)(end - pos), 0);
+
+			if (n < 0)
+				return -errno;
+			if (n == 0)
+				return -ENODATA;	/* it shrank: a writer is still at it */
+			pos += n;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A program that held a file open through passthrough when the daemon died
+ * may still write to its spool file: the kernel keeps the backing file
+ * open.  Such writes would show in reads of the recovered tree but never
+ * reach its background blocks, so the image would miss them.  A data file
+ * someone else has open for writing (the kernel refuses us a write lease)
+ * gets a new inode, a copy: those writes then go to a file nothing uses,
+ * as they fail with ENOTCONN without passthrough.  1 detached, 0 not, or
+ * -errno.
+ */
+static int detach_if_open(struct stage *s, struct snode *n)
+{
+	char name[STAGE_SPOOL_NAME_SIZE], tmp[STAGE_SPOOL_NAME_SIZE + sizeof(DETACH_SUFFIX)];
+	struct stat st;
+	int in, out, ret;
+
+	stage_spool_name(name, n->ino);
+	in = openat(s->datafd, name, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	if (!fcntl(in, F_SETLEASE, F_WRLCK)) {
+		fcntl(in, F_SETLEASE, F_UNLCK);
+		close(in);
+		return 0;
+	}
+	if (errno != EAGAIN) {	/* leases off (fs.leases-enable): no way to tell */
+		close(in);
+		return 0;
+	}
+	snprintf(tmp, sizeof(tmp), "%s%s", name, DETACH_SUFFIX);
+	out = openat(s->datafd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0) {
+		ret = -errno;
+		goto out_in;
+	}
+	ret = fstat(in, &st) ? -errno : 0;
+	if (!ret && ftruncate(out, st.st_size))
+		ret = -errno;
+	if (!ret)
+		ret = copy_data(in, out, (uint64_t)st.st_size);
+	if (!ret && !s->no_sync && fsync(out))
+		ret = -errno;
+	if (!ret && renameat(s->datafd, tmp, s->datafd, name))
+		ret = -errno;
+	close(out);
+	if (ret)
+		unlinkat(s->datafd, tmp, 0);
+out_in:
+	close(in);
+	return ret ? ret : 1;
+}
+
 /*
  * After replay: entries of regular files whose data file is gone (unlinked
  * just before a crash) go; link counts come from a walk from the root; what
  * the walk does not reach is dropped with its data.
  */
-static int settle(struct stage *s, uint64_t *dropped)
+static int settle(struct stage *s, uint64_t *dropped, uint64_t *detached)
 {
 	size_t i, k;
 	struct snode *n, *next;
@@ -253,6 +333,14 @@ static int settle(struct stage *s, uint64_t *dropped)
 					if (!S_ISREG(c->mode))
 						continue;
 					if (!fstatat(s->datafd, stage_spool_name(name, c->ino), &st, 0)) {
+						/* a hard link's second look finds the copy free */
+						int r = detach_if_open(s, c);
+
+						if (r < 0)
+							return r;
+						*detached += (uint64_t)r;
+						if (r > 0 && fstatat(s->datafd, name, &st, 0))
+							return -errno;
 						c->size = (uint64_t)st.st_size;
 						node_set_blocks(c, st.st_blocks);
 						continue;
@@ -302,6 +390,10 @@ static void sweep_data(struct stage *s)
 		unsigned long long ino = strtoull(de->d_name, &end, 10);
 		struct snode *n;
 
+		if (!strcmp(end, DETACH_SUFFIX) && end != de->d_name) {
+			unlinkat(s->datafd, de->d_name, 0);	/* a copy cut short */
+			continue;
+		}
 		if (de->d_name[0] == '.' || *end)
 			continue;
 		n = stage_get(s, ino);
@@ -392,7 +484,7 @@ int stage_jnl_replay(struct stage *s, int fd, struct stage_jnl_stats *st)
 	int ret = replay(s, fd, st);
 
 	if (!ret)
-		ret = settle(s, &st->dropped);
+		ret = settle(s, &st->dropped, &st->detached);
 	if (!ret)
 		sweep_data(s);
 	return ret;

@@ -365,6 +365,7 @@ struct stage_jnl;
 struct stage_jnl_stats {
 	uint64_t batches, good_bytes, torn_bytes, dropped;
 	uint64_t later_batches;	/* ones that check out after the break */
+	uint64_t detached;	/* data files still open through the dead mount */
 };
 /* Start a journal, or (recover) replay SPOOL/journal into s first. */
 int stage_jnl_open(struct stage *s, int recover, struct stage_jnl_stats *st);

@@ -716,6 +716,11 @@ int main(int argc, char **argv)
 			"data dropped)\n", prog, (unsigned long long)s.inodes, s.spool,
 			(unsigned long long)jst.batches, (unsigned long long)jst.torn_bytes,
 			(unsigned long long)jst.dropped);
+	if (p.recover && jst.detached)
+		fprintf(stderr, "%s: warning: %llu files were still open for writing through the "
+			"dead mount; the recovered tree holds what they held now, and what those "
+			"programs write from here on is lost (stop them)\n", prog,
+			(unsigned long long)jst.detached);
 	if (p.recover && jst.later_batches)
 		fprintf(stderr, "%s: warning: the journal breaks off after %llu bytes, yet %llu "
 			"later batches in it check out: it was damaged there (or the machine "
