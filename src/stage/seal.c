@@ -405,7 +405,10 @@ static int seal_stands(struct stage *s)
 	       st.st_dev == s->last_image.st_dev && st.st_ino == s->last_image.st_ino &&
 	       st.st_size == s->last_image.st_size &&
 	       st.st_mtim.tv_sec == s->last_image.st_mtim.tv_sec &&
-	       st.st_mtim.tv_nsec == s->last_image.st_mtim.tv_nsec;
+	       st.st_mtim.tv_nsec == s->last_image.st_mtim.tv_nsec &&
+	       /* a write with the mtime put back still moves the ctime */
+	       st.st_ctim.tv_sec == s->last_image.st_ctim.tv_sec &&
+	       st.st_ctim.tv_nsec == s->last_image.st_ctim.tv_nsec;
 }
 
 int stage_seal(struct stage *s, char **out)

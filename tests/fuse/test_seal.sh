@@ -199,6 +199,21 @@ ino=$(stat -c %i "$IMG")
 "$SEAL" --keep --json "$M" >"$WORK/again.json" || fail "second seal"
 [[ $(stat -c %i "$IMG") == "$ino" ]] && ok "nothing changed: the image stands (not written again)" ||
 	fail "nothing changed, yet the image was written again"
+# an image changed in place with its mtime put back no longer stands
+cp "$IMG" "$WORK/good.sqfs"
+python3 - "$IMG" <<'EOF'
+import os, sys
+st = os.stat(sys.argv[1])
+with open(sys.argv[1], "r+b") as f:
+    f.seek(100000)
+    f.write(b"CORRUPTED")
+os.utime(sys.argv[1], ns=(st.st_atime_ns, st.st_mtime_ns))
+EOF
+"$SEAL" --keep --quiet "$M" || fail "seal after the image was changed"
+cmp -s "$IMG" "$WORK/good.sqfs" && ok "an image changed with its mtime put back is written again" ||
+	fail "an image changed in place (mtime put back) was taken as standing"
+ino=$(stat -c %i "$IMG")
+rm -f "$WORK/good.sqfs"
 # a writer that appends through passthrough, unseen until it closes: the
 # image must not stand while it is open, nor after with its data missing
 exec 3>>"$M/t1"
