@@ -83,6 +83,13 @@ int cli_publish_commit(struct cli_publish *p);
 /* Remove the temporary file; safe to call twice. */
 void cli_publish_abort(struct cli_publish *p);
 
+/*
+ * Call fn for each mount of this namespace (its escapes undone) until it
+ * returns nonzero; returns that, or 0.
+ */
+int cli_mounts_each(int (*fn)(const char *mnt, const char *type, const char *src,
+			      void *arg), void *arg);
+
 double cli_now(void);
 int cli_parse_size(const char *s, uint64_t *out);
 /* A decimal number up to max, digits only. */

@@ -279,7 +279,7 @@ SP=$(spool_of "$IMG")
 # sqfs-seal on the dead mount says what happened and what to do
 kill -9 "$DPID"
 wait "$DPID" 2>/dev/null || true
-expect_exit 1 "the daemon has gone (it died or was killed); IMAGE keeps its previous contents" \
+expect_exit 1 "the daemon has gone (it died or was killed); $IMG keeps its previous contents and the tree is in $SP: 'fusermount3 -u -z $M', then 'sqfs-stage --recover $SP $IMG $M'" \
 	"$SEAL" "$M"
 crash "$M"
 python3 - "$SP/journal" <<'EOF'

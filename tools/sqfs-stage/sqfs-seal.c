@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* sqfs-seal: seal a sqfs-stage mount into its image, then unmount it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -173,16 +175,92 @@ static void wait_exit(long pid)
 		nanosleep(&ts, NULL);
 }
 
+struct dead {
+	char where[PATH_MAX];	/* the mountpoint, resolved */
+	char *image;		/* its mount's source: IMAGE */
+};
+
+static int find_image(const char *mnt, const char *type, const char *src, void *arg)
+{
+	struct dead *d = arg;
+
+	if (strcmp(type, "fuse.sqfs-stage") || strcmp(mnt, d->where))
+		return 0;
+	free(d->image);
+	d->image = strdup(src);	/* the last one mounted there is on top */
+	return 0;
+}
+
+/*
+ * The spool of a dead mount of IMAGE: the one .NAME.spool.XXXXXX directory
+ * beside it (NULL when there is none or more than one: -o spool=, or
+ * crashes of several mounts).
+ */
+static char *find_spool(const char *image)
+{
+	char *dir = strdup(image), *base, *found = NULL;
+	struct dirent *de;
+	DIR *dp;
+	size_t n;
+	int count = 0;
+
+	if (!dir || !(base = strrchr(dir, '/'))) {
+		free(dir);
+		return NULL;
+	}
+	*base++ = '\0';
+	dp = opendir(*dir ? dir : "/");
+	n = strlen(base);
+	while (dp && (de = readdir(dp))) {
+		if (de->d_name[0] != '.' || strncmp(de->d_name + 1, base, n) ||
+		    strncmp(de->d_name + 1 + n, ".spool.", 7))
+			continue;
+		if (++count == 1 && asprintf(&found, "%s/%s", dir, de->d_name) < 0)
+			found = NULL;
+	}
+	if (dp)
+		closedir(dp);
+	free(dir);
+	if (count != 1) {
+		free(found);
+		found = NULL;
+	}
+	return found;
+}
+
 /* A failure to reach MNT; a daemon that died (or is dying) gets told apart. */
 static void report_errno(const char *mnt, int e)
 {
-	if (e == ENOTCONN || e == ECONNABORTED || e == ECANCELED)
-		fprintf(stderr, "%s: %s: %s: the daemon has gone (it died or was killed); "
-			"IMAGE keeps its previous contents and the tree is in the spool: "
-			"'fusermount3 -u -z %s', then 'sqfs-stage --recover SPOOL IMAGE "
-			"MOUNTPOINT' (see sqfs-stage(1), CRASHES)\n", prog, mnt, strerror(e), mnt);
-	else
+	struct dead d = { .image = NULL };
+	char *c = strdup(mnt), *spool = NULL, parent[PATH_MAX];
+
+	if (e != ENOTCONN && e != ECONNABORTED && e != ECANCELED) {
 		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(e));
+		free(c);
+		return;
+	}
+	/* The mountpoint itself answers nothing now: resolve its parent. */
+	if (c) {
+		char *slash = strrchr(c, '/'), *base = slash ? slash + 1 : c;
+
+		if (slash)
+			*slash = '\0';
+		if (*base && realpath(slash ? (*c ? c : "/") : ".", parent) &&
+		    snprintf(d.where, sizeof(d.where), "%s/%s", strcmp(parent, "/") ? parent : "",
+			     base) < (int)sizeof(d.where))
+			cli_mounts_each(find_image, &d);
+	}
+	if (d.image)
+		spool = find_spool(d.image);
+	fprintf(stderr, "%s: %s: %s: the daemon has gone (it died or was killed); "
+		"%s keeps its previous contents and the tree is in %s: "
+		"'fusermount3 -u -z %s', then 'sqfs-stage --recover %s %s %s' "
+		"(see sqfs-stage(1), CRASHES)\n", prog, mnt, strerror(e),
+		d.image ? d.image : "IMAGE", spool ? spool : "the spool", mnt,
+		spool ? spool : "SPOOL", d.image ? d.image : "IMAGE", mnt);
+	free(spool);
+	free(d.image);
+	free(c);
 }
 
 /*

@@ -289,73 +289,30 @@ static int check_mountpoint(const char *mnt)
 	return 0;
 }
 
-/* mountinfo's octal escapes (\040 for a space, ...) undone in place. */
-static void mountinfo_unescape(char *p)
-{
-	char *q = p;
-
-	for (; *p; p++) {
-		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
-		    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
-			*q++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
-			p += 3;
-		} else {
-			*q++ = *p;
-		}
-	}
-	*q = '\0';
-}
-
 /*
  * Another live sqfs-stage mount staging the same IMAGE: the later seal
  * would silently replace the earlier one's image.  A mount whose daemon
  * has gone (ENOTCONN) can seal nothing, so it is no conflict (--recover
  * of its spool is the usual next step).
  */
-static int check_image_free(const struct stage *s)
+static int same_image(const char *mnt, const char *type, const char *src, void *arg)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
-	size_t cap = 0;
-	int ret = 0;
+	const struct stage *s = arg;
+	struct statfs sf;
 
-	if (!f)
+	if (strcmp(type, "fuse.sqfs-stage") || strcmp(src, s->image))
 		return 0;
-	while (!ret && getline(&line, &cap, f) > 0) {
-		char *mnt, *sep, *type, *src, *save = NULL;
-		struct statfs sf;
+	/* statfs always asks the daemon; stat may answer from the cache */
+	if (statfs(mnt, &sf) && errno == ENOTCONN)
+		return 0;
+	fprintf(stderr, "%s: %s: already the image of the sqfs-stage mount at %s; "
+		"seal or unmount that first, or choose another IMAGE\n", prog, s->image, mnt);
+	return -1;
+}
 
-		line[strcspn(line, "\n")] = '\0';
-		sep = strstr(line, " - ");
-		if (!sep)
-			continue;
-		*sep = '\0';
-		type = strtok_r(sep + 3, " ", &save);
-		src = strtok_r(NULL, " ", &save);
-		if (!type || !src || strcmp(type, "fuse.sqfs-stage"))
-			continue;
-		mountinfo_unescape(src);
-		if (strcmp(src, s->image))
-			continue;
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... */
-		save = NULL;
-		mnt = strtok_r(line, " ", &save);
-		for (int i = 0; mnt && i < 4; i++)
-			mnt = strtok_r(NULL, " ", &save);
-		if (!mnt)
-			continue;
-		mountinfo_unescape(mnt);
-		/* statfs always asks the daemon; stat may answer from the cache */
-		if (statfs(mnt, &sf) && errno == ENOTCONN)
-			continue;
-		fprintf(stderr, "%s: %s: already the image of the sqfs-stage mount at %s; "
-			"seal or unmount that first, or choose another IMAGE\n", prog,
-			s->image, mnt);
-		ret = -1;
-	}
-	free(line);
-	fclose(f);
-	return ret;
+static int check_image_free(struct stage *s)
+{
+	return cli_mounts_each(same_image, s);
 }
 
 /* PATH and ROOT resolved: is PATH ROOT or below it? */
