@@ -292,7 +292,7 @@ static int check_mountpoint(const char *mnt)
 /*
  * Another live sqfs-stage mount staging the same IMAGE: the later seal
  * would silently replace the earlier one's image.  A mount whose daemon
- * has gone (ENOTCONN) can seal nothing, so it is no conflict (--recover
+ * has gone can seal nothing, so it is no conflict (--recover
  * of its spool is the usual next step).
  */
 static int same_image(const char *mnt, const char *type, const char *src, void *arg)
@@ -302,8 +302,13 @@ static int same_image(const char *mnt, const char *type, const char *src, void *
 
 	if (strcmp(type, "fuse.sqfs-stage") || strcmp(src, s->image))
 		return 0;
-	/* statfs always asks the daemon; stat may answer from the cache */
-	if (statfs(mnt, &sf) && errno == ENOTCONN)
+	/*
+	 * statfs always asks the daemon (stat may answer from the cache).  A
+	 * connection still being torn down (FUSE over io_uring) answers
+	 * ECONNABORTED or ECANCELED, as sqfs-seal knows too.
+	 */
+	if (statfs(mnt, &sf) &&
+	    (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED))
 		return 0;
 	fprintf(stderr, "%s: %s: already the image of the sqfs-stage mount at %s; "
 		"seal or unmount that first, or choose another IMAGE\n", prog, s->image, mnt);
