@@ -53,8 +53,10 @@ int cli_publish_target(const char *path, char **out)
 		}
 		link[n] = '\0';
 		dir = link[0] == '/' ? NULL : dir_of(cur);
-		if (link[0] != '/' && !dir)
+		if (link[0] != '/' && !dir) {
+			ret = -ENOMEM;
 			break;
+		}
 		if (asprintf(&next, "%s%s%s", dir ? dir : "", dir ? "/" : "", link) < 0)
 			next = NULL;
 		free(dir);
