@@ -86,6 +86,16 @@ struct dir_source {
 	int one_fs;		/* other file systems' directories stay empty */
 };
 
+/*
+ * A regular file of the source directory, as the scan found it: the data
+ * pass opens it again by path and reads it only if it is still that file.
+ */
+struct dir_file {
+	dev_t dev;
+	ino_t ino;
+	char path[];	/* relative to the root */
+};
+
 extern const struct sqw_source_ops dir_source_ops;
 
 /* The pieces of dir_source_ops, for other fd-backed sources (the stage). */

@@ -230,13 +230,17 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 		goto out;
 	}
 	if (S_ISREG(st.st_mode)) {
-		char *rel = strndup((char *)s->path.data, s->path.len);
+		struct dir_file *f = malloc(sizeof(*f) + s->path.len + 1);
 
-		if (!rel) {
+		if (!f) {
 			ret = fail(s, -ENOMEM, "allocating");
 			goto out;
 		}
-		sqw_node_set_source(n, rel);
+		f->dev = st.st_dev;
+		f->ino = st.st_ino;
+		memcpy(f->path, s->path.data, s->path.len);
+		f->path[s->path.len] = '\0';
+		sqw_node_set_source(n, f);
 	}
 	if (s->keep_xattrs) {
 		ret = read_xattrs(s, dirfd, name, n);

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pack/pack.h"
@@ -21,7 +22,8 @@ int fd_source_openat(int dirfd, const char *name, void **handle)
 
 	if (!h)
 		return -ENOMEM;
-	h->fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO swapped in for a file must not wait for a writer */
+	h->fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (h->fd < 0) {
 		int e = errno;
 
@@ -71,13 +73,36 @@ out:
 	return ret;
 }
 
+/*
+ * The scanned file, or -ESTALE when its path now leads elsewhere: a file
+ * renamed over it, a FIFO or device in its place, or a directory on the
+ * way swapped for a symbolic link (which could lead out of the tree).
+ */
 static int fd_open(void *ctx, void *src, void **handle)
 {
 	int rootfd = ((struct dir_source *)ctx)->rootfd;
+	const struct dir_file *f = src;
+	struct fd_handle *h;
+	struct stat st;
+	int ret;
 
-	if (strlen(src) >= PATH_MAX)
-		return open_long(rootfd, src, handle);
-	return fd_source_openat(rootfd, src, handle);
+	if (strlen(f->path) >= PATH_MAX)
+		ret = open_long(rootfd, f->path, handle);
+	else
+		ret = fd_source_openat(rootfd, f->path, handle);
+	if (ret)
+		return ret;
+	h = *handle;
+	if (fstat(h->fd, &st)) {
+		ret = -errno;
+	} else if (!S_ISREG(st.st_mode) || st.st_dev != f->dev || st.st_ino != f->ino) {
+		ret = -ESTALE;
+	}
+	if (ret) {
+		fd_source_close(h);
+		*handle = NULL;
+	}
+	return ret;
 }
 
 int fd_source_read(void *handle, uint64_t off, void *buf, size_t len)

@@ -22,7 +22,7 @@ static int src_open(struct writer *w, size_t k, void **h)
 {
 	int ret = w->ops->open(w->src_ctx, w->files[k].src, h);
 
-	return ret ? writer_fail_file(w, ret, "opening", k) : 0;
+	return ret ? writer_fail_file(w, ret, writer_open_what(ret), k) : 0;
 }
 
 static int src_read(struct writer *w, size_t k, void *h, uint64_t off,

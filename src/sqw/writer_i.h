@@ -207,6 +207,12 @@ static inline int writer_fail_file(struct writer *w, int code, const char *what,
 	return writer_fail(w, code, what, NULL);
 }
 
+/* What a failed open was: ops->open's -ESTALE is another file at the path. */
+static inline const char *writer_open_what(int code)
+{
+	return code == -ESTALE ? "opening: the file was replaced after the scan" : "opening";
+}
+
 /* What a failed read of a file's data was: ops->read's -ENODATA is its end. */
 static inline const char *writer_read_what(int code)
 {

@@ -120,6 +120,48 @@ nothing_left "$S/out" "image is a directory" a_directory
 nothing_left "$S/out/a_directory" "image is a directory"
 rmdir "$S/out/a_directory"
 
+# The tree changes between the scan and the data pass: a file renamed over
+# one, a FIFO in a file's place, a directory swapped for a symlink that
+# leads out of the tree.  Each is refused by name: no image with another
+# file's bytes under the scanned metadata, no wait for a FIFO's writer.
+# sqfs-pack is stopped while its data pass reads the first file (two blocks
+# in flight at most, so b is not open yet), the tree changed, and it is let go.
+mkdir -p "$S/swap"
+swap_case() {	# swap_case LABEL EXPECTED_PATH CHANGE...
+	local label=$1 want=$2 pid i
+	shift 2
+	rm -rf "$S/swap/t" "$S/swap/outside" "$S/swap/err" "$S/out/sw.sqfs"
+	mkdir -p "$S/swap/t/d" "$S/swap/outside"
+	head -c 6000000 /dev/urandom | base64 -w 76 >"$S/swap/t/a"	# first in the data pass
+	seq 1 20000 >"$S/swap/t/b"
+	echo public >"$S/swap/t/d/secret"
+	echo SECRET >"$S/swap/outside/secret"
+	"$SQFS_PACK" -q --queue 2 -c xz:9 -j 1 "$S/swap/t" "$S/out/sw.sqfs" 2>"$S/swap/err" >/dev/null &
+	pid=$!
+	for ((i = 0; i < 1000; i++)); do
+		ls -l "/proc/$pid/fd" 2>/dev/null | grep -q "/swap/t/a\$" && break
+		sleep 0.005
+	done
+	((i < 1000)) || fail "[$label] never saw sqfs-pack read the first file"
+	kill -STOP "$pid" || true
+	"$@"
+	kill -CONT "$pid" || true
+	RC=0
+	timeout 60 tail --pid="$pid" -f /dev/null || { fail "[$label] sqfs-pack did not finish"; kill -9 "$pid"; }
+	wait "$pid" || RC=$?
+	ERR=$(cat "$S/swap/err")
+	expect_rc 1 "$label" && expect_msg "$want: opening: the file was replaced after the scan" "$label" &&
+		log "ok: [$label] $ERR"
+	[[ ! -e $S/out/sw.sqfs ]] || fail "[$label] an image was left"
+}
+swap_case "file renamed over" "swap/t/b" \
+	sh -c "printf 'new' >'$S/swap/t/b.new' && mv '$S/swap/t/b.new' '$S/swap/t/b'"
+swap_case "FIFO in its place" "swap/t/b" \
+	sh -c "rm '$S/swap/t/b' && mkfifo '$S/swap/t/b'"
+swap_case "directory swapped for a symlink" "swap/t/d/secret" \
+	sh -c "mv '$S/swap/t/d' '$S/swap/t/d.old' && ln -s '$S/swap/outside' '$S/swap/t/d'"
+rm -rf "$S/swap"
+
 # As an unprivileged user (root reads everything): an unreadable file, a
 # directory that cannot be entered, an output directory that is not writable.
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
