@@ -483,6 +483,14 @@ int stage_jnl_replay(struct stage *s, int fd, struct stage_jnl_stats *st)
 {
 	int ret = replay(s, fd, st);
 
+	/*
+	 * Every journal starts with a batch (the root, written at the mount):
+	 * none that checks out is a journal emptied or overwritten, not a
+	 * crash.  Recovering it would give an empty tree, whose seal would
+	 * replace IMAGE and remove the staged data with the spool.
+	 */
+	if (!ret && !st->batches)
+		return -EUCLEAN;
 	if (!ret)
 		ret = settle(s, &st->dropped, &st->detached);
 	if (!ret)

@@ -566,4 +566,26 @@ sha_image=$(rdsquashfs -c z "$IMG" 2>/dev/null | sha256sum | cut -d' ' -f1)
 [[ $sha_mount == "$sha_image" ]] && ok "the image holds what the recovered mount read" ||
 	fail "the image differs from what the recovered mount read"
 
+# --- 11: a journal emptied or overwritten: refused, nothing lost -------------
+mkdir -p "$WORK/o11"
+IMG=$WORK/o11/e.sqfs
+M=$WORK/m11
+stage_mount "$IMG" "$M" -o $OPTS
+for i in $(seq 1 5); do echo "$i" >"$M/f$i"; done
+"$SEAL" --keep --quiet "$M" || fail "seal of test 11"
+echo 6 >"$M/f6"
+SP=$(spool_of "$IMG")
+crash "$M"
+before=$(sha256sum <"$IMG")
+ndata=$(ls "$SP/data" | wc -l)
+for how in empty random; do
+	if [[ $how == empty ]]; then : >"$SP/journal"; else head -c 4096 /dev/urandom >"$SP/journal"; fi
+	expect_exit 1 "no batch of SPOOL/journal checks out" "$STAGE" -f --recover "$SP" "$IMG" "$M"
+	mountpoint -q "$M" && fail "[$how journal] mounted an empty tree"
+	[[ $(sha256sum <"$IMG") == "$before" && -d $SP && $(ls "$SP/data" | wc -l) == "$ndata" ]] &&
+		ok "[$how journal] refused; IMAGE and the spool's data as they were" ||
+		fail "[$how journal] IMAGE or the spool changed"
+done
+rm -rf "$SP"
+
 finish

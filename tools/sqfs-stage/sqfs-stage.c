@@ -515,11 +515,15 @@ static int recover_options(int *argc, char ***av)
 /* What to do when the spool's file system is full. */
 static const char *full_hint(int err, int recover)
 {
+	if (err == -EUCLEAN && recover)
+		return " (no batch of SPOOL/journal checks out, not even its first: it was "
+		       "emptied or overwritten; nothing was changed, and the staged files "
+		       "are in SPOOL/data, named by inode number)";
 	if (err != -ENOSPC && err != -EDQUOT)
 		return "";
 	return recover ? " (the recovery rewrites the journal beside the old one: free "
-			 "some space on the spool's file system, or grow it, then run the "
-			 "same command again; the spool is as it was)" :
+			 "some space or inodes on the spool's file system, or grow it, then "
+			 "run the same command again; the spool is as it was)" :
 			 " (the spool's file system is full)";
 }
 
