@@ -313,7 +313,8 @@ void stage_maybe_free(struct stage *s, struct snode *n)
 
 	if (n->links || n->nlookup || n->opens || n == s->root)
 		return;
-	if (n->unnamed)
+	/* unnamed, or unlinked while open: its data file outlived its names */
+	if (S_ISREG(n->mode) && !n->data_gone)
 		unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
 	itab_remove(s, n);
 	node_destroy(s, n);
@@ -348,13 +349,19 @@ void node_unlinked(struct stage *s, struct snode *n)
 	if (!n->links && S_ISREG(n->mode)) {
 		/* No seal takes its stored blocks any more: free their space. */
 		stage_bg_changed(s, n, 0, UINT64_MAX);
-		/* Open handles keep their own fds, so the data lives on. */
-		unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
 		/*
-		 * No seal takes it any more: its stored blocks go now, not when
-		 * the kernel forgets the inode (later, at its own pace), so
-		 * that rm frees the spool as it returns.
+		 * Open, its data file stays until the kernel forgets the inode
+		 * (stage_maybe_free), so that open("/proc/self/fd/N") works as
+		 * on a local file system.  Else it goes now, and rm frees the
+		 * space as it returns; an open that looked the name up before
+		 * the unlink (a reader racing a rename over it) gets ESTALE,
+		 * on which the kernel looks the path up again (ops_file.c).
+		 * Its stored blocks go either way: no seal takes them.
 		 */
+		if (!n->opens) {
+			unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
+			n->data_gone = 1;
+		}
 		stage_bg_forget(s, n);
 	}
 }

@@ -53,7 +53,7 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 	if (fi && fi->fh) {
 		fd = ((struct fhandle *)(uintptr_t)fi->fh)->fd;
 	} else {
-		if (!n->links && !n->unnamed)
+		if (n->data_gone)
 			return ENOENT;
 		fd = openat(s->datafd, stage_spool_name(name, n->ino), O_WRONLY | O_CLOEXEC);
 		if (fd < 0)

@@ -18,8 +18,14 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	char name[STAGE_SPOOL_NAME_SIZE];
 
 	if (fd < 0) {
-		if (!n->links && !n->unnamed)
-			return ENOENT;
+		/*
+		 * No name left and no data file: the caller looked the name up
+		 * before it went.  ESTALE makes the kernel walk the path again
+		 * (LOOKUP_REVAL), and a reader racing a rename over the file
+		 * opens the new one instead of failing, as rename promises.
+		 */
+		if (n->data_gone)
+			return ESTALE;
 		fd = openat(s->datafd, stage_spool_name(name, n->ino), O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			return errno;

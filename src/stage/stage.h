@@ -99,6 +99,8 @@ struct snode {
 	 * must not move a time set in between.
 	 */
 	uint8_t mtime_set : 1;
+	/* node.c: its last name went while nothing had it open: no spool file */
+	uint8_t data_gone : 1;
 	uint64_t sqw_pass;	/* journal.c: reached in this walk */
 	uint64_t jmark;		/* journal.c: marked in this operation */
 	union {

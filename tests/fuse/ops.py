@@ -181,7 +181,34 @@ check(os.pread(fd, 100, 0) == b"still here", "read after unlink")
 os.pwrite(fd, b"STILL", 0)
 check(os.pread(fd, 5, 0) == b"STILL", "write after unlink")
 check(os.fstat(fd).st_nlink == 0, "nlink 0 after unlink")
+# Opening it again through /proc works, as on a local file system: the
+# kernel still knows the inode, and so must the daemon.
+fd2 = os.open("/proc/self/fd/%d" % fd, os.O_RDONLY)
+check(os.read(fd2, 100) == b"STILL here", "open of an unlinked open file by /proc/self/fd")
+os.close(fd2)
 os.close(fd)
+# A name looked up, then replaced by a rename before the open: the open
+# gets the old file (rename is atomic for readers), not ENOENT.  Two
+# processes race 300 times; no open may fail.
+write("rn-target", b"v0")
+pid = os.fork()
+if pid == 0:
+    for i in range(300):
+        write("rn-target.tmp", b"v%d" % (i + 1))
+        os.rename("rn-target.tmp", "rn-target")
+    os._exit(0)
+failed = 0
+while True:
+    try:
+        with open("rn-target", "rb") as f:
+            f.read()
+    except FileNotFoundError:
+        failed += 1
+    done, _ = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+check(failed == 0, "opens racing rename-over: %d failed with ENOENT" % failed)
+os.unlink("rn-target")
 
 # --- rename ---
 write("r1", b"one")
