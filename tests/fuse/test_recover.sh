@@ -470,6 +470,14 @@ AT=$(sed -n 's/^all_time=//p' "$SP/options")
 	"$WORK/daemon.log" && ok "recovery names the spool's options" || fail "no message naming the spool's options"
 crash "$M"
 # A second recovery keeps the block size given to the first.
+# A damaged options file is refused, naming the line; nothing changes.
+cp "$SP/options" "$WORK/o8/options.good"
+printf 'suid\n' >>"$SP/options"
+expect_exit 1 "options: 'suid': not an image option (the file is damaged)" \
+	"$STAGE" -f --recover "$SP" "$IMG" "$M"
+printf 'comp=gzip:1\nhello world\n' >"$SP/options"
+expect_exit 1 "options: 'hello world': not an image option" "$STAGE" -f --recover "$SP" "$IMG" "$M"
+cp "$WORK/o8/options.good" "$SP/options"
 stage_mount "$IMG" "$M" --recover "$SP"
 touch -r "$SRC" "$M"
 "$SEAL" --quiet "$M" || fail "seal of test 8"
@@ -477,6 +485,21 @@ wait_daemon 0
 "$PACK" -q --mkfs-time 1600000000 --all-time "$AT" -c gzip:1 -b 8K --all-root "$SRC" "$WORK/ref8.sqfs"
 cmp -s "$IMG" "$WORK/ref8.sqfs" && ok "recovered twice: the first mount's options, the block size given later" ||
 	fail "options after recovery: $(unsquashfs -s "$IMG" 2>&1 | grep -E 'Compression|Block size|Creation' | tr '\n' ' ')"
+
+# A missing options file: recovered with a warning that says what it means.
+mkdir -p "$WORK/o8b"
+IMG=$WORK/o8b/o.sqfs
+M=$WORK/m8b
+stage_mount "$IMG" "$M" -o comp=gzip:1
+echo x >"$M/x"
+SP=$(spool_of "$IMG")
+crash "$M"
+rm "$SP/options"
+stage_mount "$IMG" "$M" --recover "$SP"
+grep -q "options is missing: the image options are the defaults and those given now" "$WORK/daemon.log" &&
+	ok "a missing options file is warned of" || fail "no warning for a missing options file"
+"$SEAL" --quiet "$M" || fail "seal of test 8b"
+wait_daemon 0
 
 # --- 9: -o pseudo_file again with --recover -----------------------------------------
 # The entries it made are in the journal: given again, they are ignored with

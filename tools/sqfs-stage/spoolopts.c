@@ -11,6 +11,8 @@
  */
 #include "spoolopts.h"
 
+#include "cli/cli.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -136,6 +138,35 @@ out:
 }
 
 /* "-o" ARG with the commas and backslashes of one option escaped. */
+/*
+ * Is line an image option with a good value (as cli_opt_set() takes it)?
+ * 0, or -EBADMSG with what is wrong in msg (non-printing bytes as '?').
+ */
+static int check_line(const char *line, char *msg, size_t msglen)
+{
+	struct cli_opts o;
+	char key[64], why[160], shown[64];
+	const char *eq = strchr(line, '=');
+	size_t klen = eq ? (size_t)(eq - line) : strlen(line), i;
+	int r = 1;
+
+	for (i = 0; line[i] && i < sizeof(shown) - 1; i++)
+		shown[i] = line[i] >= 0x20 && line[i] < 0x7f ? line[i] : '?';
+	shown[i] = '\0';
+	if (cli_opts_init(&o, why, sizeof(why)))
+		return 0;	/* SOURCE_DATE_EPOCH is bad: the parse after says so */
+	if (klen < sizeof(key)) {
+		memcpy(key, line, klen);
+		key[klen] = '\0';
+		r = cli_opt_set(&o, key, eq ? eq + 1 : NULL, why, sizeof(why));
+	}
+	if (r == 0)
+		return 0;
+	snprintf(msg, msglen, "'%s%s': %s", shown, line[i] ? "..." : "",
+		 r < 0 ? why : "not an image option (the file is damaged)");
+	return -EBADMSG;
+}
+
 static char *escaped(const char *line)
 {
 	char *out = malloc(2 * strlen(line) + 3), *p = out;
@@ -167,8 +198,7 @@ int spoolopts_read(const char *spool, char ***out, int *n, char **shown)
 		return -ENOMEM;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		/* A spool made before the file existed: nothing to apply. */
-		ret = errno == ENOENT ? 0 : -errno;
+		ret = -errno;	/* -ENOENT: the caller warns and goes on */
 		goto out;
 	}
 	buf = malloc(OPTS_MAX + 1);
@@ -183,10 +213,15 @@ int spoolopts_read(const char *spool, char ***out, int *n, char **shown)
 	}
 	buf[len] = '\0';
 	v = calloc(len / 2 + 2, sizeof(*v));
-	*shown = calloc(1, len + 1);
+	*shown = calloc(1, len + 256);	/* or the message of a bad line */
 	if (!v || !*shown)
 		goto out;
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		/* Only image options were written here: anything else is damage. */
+		ret = check_line(line, *shown, len + 256);
+		if (ret)
+			goto out;
+		ret = -ENOMEM;
 		v[count] = escaped(line);
 		if (!v[count])
 			goto out;
@@ -205,7 +240,7 @@ out:
 			free(v[i]);
 		free(v);
 	}
-	if (ret) {
+	if (ret && ret != -EBADMSG) {
 		free(*shown);
 		*shown = NULL;
 	}

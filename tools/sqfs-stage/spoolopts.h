@@ -20,7 +20,8 @@ int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_
 /*
  * Read SPOOL/options as *n arguments "-oOPT" (each malloc'ed, as is the
  * array), and *shown, the options comma-separated for a message.  No file:
- * 0 with *n = 0.
+ * -ENOENT.  A line that is not an image option with a good value: -EBADMSG
+ * with *shown (malloc'ed) saying which and why.
  */
 int spoolopts_read(const char *spool, char ***out, int *n, char **shown);
 

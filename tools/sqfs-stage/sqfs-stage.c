@@ -459,6 +459,19 @@ static int find_recover(void *data, const char *arg, int key, struct fuse_args *
 	return 1;
 }
 
+/* 0 if SPOOL/data is there: SPOOL looks like a spool. */
+static int access_data(const char *spool)
+{
+	char *d;
+	int ret;
+
+	if (asprintf(&d, "%s/data", spool) < 0)
+		return -1;
+	ret = access(d, F_OK);
+	free(d);
+	return ret;
+}
+
 /*
  * With -o recover=SPOOL, the options SPOOL was made with go first, so that
  * the ones given now win.  Replaces *av (and *argc); 0 or -1 (said why).
@@ -477,6 +490,22 @@ static int recover_options(int *argc, char ***av)
 	if (!spool)
 		return 0;
 	ret = spoolopts_read(spool, &kept, &n, &shown);
+	if (ret == -ENOENT) {
+		/* no spool at all: stage_spool_open() says what is wrong */
+		if (!access(spool, W_OK | X_OK) && !access_data(spool))
+			fprintf(stderr, "%s: warning: %s/options is missing: the image "
+				"options are the defaults and those given now, not "
+				"necessarily the ones the tree was staged with\n", prog, spool);
+		ret = 0;
+	}
+	if (ret == -EBADMSG) {
+		fprintf(stderr, "%s: -o recover: %s/options: %s; nothing was changed (give "
+			"the image options again with -o after removing the file)\n", prog,
+			spool, shown);
+		free(shown);
+		free(spool);
+		return -1;
+	}
 	if (ret == -ENOTDIR) {
 		/* As stage_spool_open() says it, which would come next. */
 		fprintf(stderr, "%s: -o recover: %s: not a writable directory\n", prog, spool);
