@@ -10,7 +10,7 @@
  *   PATH s MODE UID GID TARGET           a symbolic link
  *
  * PATH is relative to the image root ("/" in front is fine); a space in it
- * is escaped with '\' or the whole of it put in double quotes.  MODE is
+ * is escaped with '\' or put in double quotes.  MODE is
  * octal permission bits, UID and GID numbers or names.  New entries take
  * the image's mkfs time.  mksquashfs's 'f' (a file from a command's output)
  * is refused: the image would depend on more than the tree and options.
@@ -31,7 +31,12 @@
 
 #define PSEUDO_FIELDS 8
 
-/* Split line into at most max fields; PATH may be quoted or escaped. */
+/*
+ * Split line into at most max fields.  PATH reads as the shell would read
+ * a word: '\' escapes a character and double quotes may enclose any part
+ * ("a b"c is "a bc"), as in mksquashfs.  A symbolic link's TARGET is the
+ * rest of the line, spaces and all, as mksquashfs takes it.
+ */
 static int split(char *line, char **f, int max)
 {
 	char *p = line, *out;
@@ -45,15 +50,23 @@ static int split(char *line, char **f, int max)
 		if (n == max)
 			return -1;
 		f[n] = out = p;
-		if (n == 0 && *p == '"') {
-			for (p++; *p && *p != '"'; p++)
-				*out++ = *p == '\\' && p[1] ? *++p : *p;
-			if (*p != '"')
+		if (n == 0) {
+			int quoted = 0;
+
+			for (; *p && (quoted || (*p != ' ' && *p != '\t')); p++) {
+				if (*p == '"')
+					quoted = !quoted;
+				else
+					*out++ = *p == '\\' && p[1] ? *++p : *p;
+			}
+			if (quoted)
 				return -1;
-			p++;
+		} else if (n == 5 && !strcmp(f[1], "s")) {
+			out = p + strlen(p);
+			p = out;
 		} else {
 			for (; *p && *p != ' ' && *p != '\t'; p++)
-				*out++ = n == 0 && *p == '\\' && p[1] ? *++p : *p;
+				*out++ = *p;
 		}
 		if (*p)
 			p++;

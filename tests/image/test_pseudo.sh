@@ -44,6 +44,8 @@ DEFS=(
 	'etc d 750 0 42'
 	'"my docs" d 700 1000 1000'
 	'my\ docs/sub\ dir d 700 1000 1000'
+	'"my "docs/x"y z" d 700 0 0'
+	'spaced s 777 0 0 a target with spaces'
 )
 PFLAGS=()
 for d in "${DEFS[@]}"; do PFLAGS+=(-p "$d"); done
@@ -60,11 +62,12 @@ mkfifo -m 600 "$E/run/initctl"
 "$PYTHON3" -c 'import os, socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666)' "$E/run/log"
 ln -s usr/lib "$E/lib"
 chmod 4755 "$E/bin/su"
-mkdir -m 700 "$E/my docs" "$E/my docs/sub dir"
+mkdir -m 700 "$E/my docs" "$E/my docs/sub dir" "$E/my docs/xy z"
 chown 1000:1000 "$E/my docs" "$E/my docs/sub dir"
+ln -s "a target with spaces" "$E/spaced"
 # Pseudo entries take the mkfs time; what existed keeps its own.
 touch -h -d @$T "$E/dev" "$E/dev/null" "$E/dev/sda" "$E/dev/pts" "$E/run" "$E/run/initctl" \
-	"$E/run/log" "$E/lib" "$E/my docs/sub dir" "$E/my docs"
+	"$E/run/log" "$E/lib" "$E/my docs/sub dir" "$E/my docs/xy z" "$E/my docs" "$E/spaced"
 touch -h -d @1600000000 "$E" "$E/bin" "$E/etc" "$E/bin/su"
 "$SQFS_PACK" "${PACK_OPTS[@]}" "$E" "$WORK/want.sqfs"
 
