@@ -244,9 +244,27 @@ static int pfail(struct pack_err *err, const struct pack_pseudo_def *d, int code
 	return code;
 }
 
-static int apply_one(sqw_tree_t *tree, const struct pack_pseudo_def *d, int64_t mtime,
-		     FILE *warn, struct pack_err *err)
+/* The path with its leading slashes and "./" gone, as the tree walks it. */
+static const char *bare(const char *p)
 {
+	while (*p == '/' || (p[0] == '.' && p[1] == '/'))
+		p += *p == '/' ? 1 : 2;
+	return p;
+}
+
+/* Did a definition before the i-th make the entry it names? */
+static int made_by_def(const struct pack_pseudo *ps, size_t i)
+{
+	for (size_t k = 0; k < i; k++)
+		if (ps->d[k].type != 'm' && !strcmp(bare(ps->d[k].path), bare(ps->d[i].path)))
+			return 1;
+	return 0;
+}
+
+static int apply_one(sqw_tree_t *tree, const struct pack_pseudo *ps, size_t i,
+		     int64_t mtime, FILE *warn, struct pack_err *err)
+{
+	const struct pack_pseudo_def *d = &ps->d[i];
 	struct sqw_attr a = { .uid = d->uid, .gid = d->gid, .mtime = mtime, .rdev = d->rdev };
 	sqw_node_t *dir, *node;
 	const char *name;
@@ -272,7 +290,10 @@ static int apply_one(sqw_tree_t *tree, const struct pack_pseudo_def *d, int64_t 
 	}
 	if (node) {
 		pack_pseudo_name(d, what, sizeof(what));
-		if (warn)
+		if (warn && made_by_def(ps, i))
+			fprintf(warn, "warning: %s: an earlier definition made the entry; "
+				"ignored\n", what);
+		else if (warn)
 			fprintf(warn, "warning: %s: the entry exists in the input; ignored "
 				"(exclude it with -e to replace it, or change it with type m)\n",
 				what);
@@ -287,7 +308,7 @@ int pack_pseudo_apply(const struct pack_pseudo *ps, sqw_tree_t *tree, int64_t mt
 		      FILE *warn, struct pack_err *err)
 {
 	for (size_t i = 0; i < ps->n; i++) {
-		int ret = apply_one(tree, &ps->d[i], mtime, warn, err);
+		int ret = apply_one(tree, ps, i, mtime, warn, err);
 
 		if (ret)
 			return ret;

@@ -78,6 +78,12 @@ if "$SQFS_PACK" "${PACK_OPTS[@]}" "${PFLAGS[@]}" "$S" "$WORK/got.sqfs" 2>"$WORK/
 		grep -q "warning: pseudo definition 'etc d 750 0 42': the entry exists in the input; ignored" "$WORK/err" &&
 			log "ok: a definition of an existing entry is ignored with a warning, as mksquashfs does" ||
 			fail "no warning for a definition of an existing entry: $(cat "$WORK/err")"
+		# one that an earlier definition made is told apart
+		"$SQFS_PACK" "${PACK_OPTS[@]}" -p 'nx d 755 0 0' -p '/nx c 600 0 0 1 3' "$S" \
+			"$WORK/dup.sqfs" 2>"$WORK/err2" || fail "two definitions of one path failed"
+		grep -q "pseudo definition '/nx c 600 0 0 1 3': an earlier definition made the entry; ignored" \
+			"$WORK/err2" && log "ok: a second definition of one path is named as such" ||
+			fail "second definition of one path: $(cat "$WORK/err2")"
 	else
 		fail "pseudo definitions: image differs from the real tree's: $(sqfsdiff -a "$WORK/want.sqfs" -b "$WORK/got.sqfs" 2>&1 | head -n 10 | tr '\n' ' ' || true)"
 	fi
