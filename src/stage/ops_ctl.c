@@ -7,15 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "stage/ops.h"
 
 void stage_op_seal(fuse_req_t req, size_t size)
 {
 	struct stage *s = S(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char *msg = NULL, *val = NULL;
 	int ret;
 
+	/*
+	 * With allow_other, others may read the tree, not freeze it and
+	 * rewrite IMAGE: the seal is the mounting user's (and root's).
+	 */
+	if (ctx->uid != 0 && ctx->uid != getuid()) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
 	if (!size) {
 		/* Sizing probe: do not seal twice; promise enough room. */
 		fuse_reply_xattr(req, 4096);

@@ -129,6 +129,10 @@ if err=$(cat "$M/null" 2>&1); then
 else
 	[[ $err == *"Permission denied"* ]] && ok "device inert with allow_other" || fail "device: $err"
 fi
+# Others may read the status, not seal: that freezes the tree and writes IMAGE.
+expect_allowed "nobody: read the status" getfattr --only-values -n user.sqfs-stage.status "$M"
+expect_denied "nobody: seal" "$SEAL" --keep "$M"
+[[ ! -e $WORK/b.sqfs ]] && ok "nobody's seal wrote no image" || fail "nobody's seal wrote the image"
 "$SEAL" --quiet "$M" || fail "seal of the allow_other mount"
 wait_daemon 0
 if need_loop && loop_mount "$WORK/b.sqfs" "$WORK/kb"; then
