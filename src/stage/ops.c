@@ -100,7 +100,12 @@ static void op_destroy(void *userdata)
 			  (unsigned long long)s->total_writers);
 		stage_handles_lost(s);
 	}
-	if (s->gen != s->sealed_gen) {
+	/*
+	 * Also when nothing changed since a seal (--keep) but IMAGE is no
+	 * longer what it wrote (removed, replaced): the spool goes next, and
+	 * with it the only copy of the tree.
+	 */
+	if (s->gen != s->sealed_gen || (s->last_summary && !stage_image_is_sealed(s))) {
 		ret = stage_seal(s, &msg);
 		if (ret) {
 			stage_log(s, LOG_ERR,

@@ -398,10 +398,15 @@ sqw_tree_t *stage_tree_rehearsal(struct stage *s)
  */
 static int seal_stands(struct stage *s)
 {
+	return s->gen == s->sealed_gen && s->total_writers == s->unnamed_writers &&
+	       stage_image_is_sealed(s);
+}
+
+int stage_image_is_sealed(struct stage *s)
+{
 	struct stat st;
 
-	return s->last_summary && s->gen == s->sealed_gen &&
-	       s->total_writers == s->unnamed_writers && !stat(s->image, &st) &&
+	return s->last_summary && !stat(s->image, &st) &&
 	       st.st_dev == s->last_image.st_dev && st.st_ino == s->last_image.st_ino &&
 	       st.st_size == s->last_image.st_size &&
 	       st.st_mtim.tv_sec == s->last_image.st_mtim.tv_sec &&

@@ -493,6 +493,8 @@ int stage_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
  * malloc'ed message.
  */
 int stage_seal(struct stage *s, char **out);
+/* A seal was made, and IMAGE is still the file it wrote (lock held). */
+int stage_image_is_sealed(struct stage *s);
 
 /*
  * pseudo.c: -o pseudo_file definitions into the tree, before the mount;

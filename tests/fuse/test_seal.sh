@@ -103,6 +103,17 @@ FIRST=$DPID
 mkdir -p "$WORK/m2"
 expect_exit 1 "already the image of the sqfs-stage mount at $M" "$STAGE" "$WORK/./same.sqfs" "$WORK/m2"
 mountpoint -q "$WORK/m2" && fail "a second mount staged $IMG" || ok "same IMAGE twice: refused"
+# the same file under other names: a hard link, a bind mount of its directory
+: >"$IMG"
+ln "$IMG" "$WORK/same-hard.sqfs"
+expect_exit 1 "already the image of the sqfs-stage mount at $M" "$STAGE" "$WORK/same-hard.sqfs" "$WORK/m2"
+mkdir -p "$WORK/bind"
+mount --bind "$WORK" "$WORK/bind"
+expect_exit 1 "already the image of the sqfs-stage mount at $M" "$STAGE" "$WORK/bind/same.sqfs" "$WORK/m2"
+umount "$WORK/bind"
+rm -f "$WORK/same-hard.sqfs" "$IMG"
+mountpoint -q "$WORK/m2" && fail "a second mount staged $IMG under another name" ||
+	ok "same IMAGE by a hard link or a bind mount: refused"
 # once its daemon has gone, the dead mount is no conflict
 kill -9 "$FIRST"
 wait "$FIRST" 2>/dev/null || true
@@ -137,6 +148,18 @@ wait_daemon 0
 [[ $(unsquashfs -lln "$IMG" 2>/dev/null | head -n 4 | tail -n 1) == drwx------* ]] &&
 	ok "a chmod of the root is sealed at unmount" || fail "chmod of the root not sealed: $(unsquashfs -lln "$IMG" 2>&1)"
 
+# --- sealed with --keep, then IMAGE removed: the unmount seals again -------
+IMG=$WORK/kept2.sqfs
+stage_mount "$IMG" "$M"
+echo q >"$M/q"
+"$SEAL" --keep --quiet "$M" || fail "seal --keep"
+rm -f "$IMG"
+fusermount3 -u "$M"
+wait_daemon 0
+unsquashfs -lln "$IMG" 2>/dev/null | grep -q ' squashfs-root/q$' &&
+	ok "IMAGE removed after a --keep seal: the unmount wrote it again" ||
+	fail "IMAGE removed after a --keep seal: gone after the unmount, and the spool with it"
+
 # --- IMAGE a symbolic link: written through; one into the mountpoint refused ---
 mkdir -p "$WORK/real"
 printf 'old\n' >"$WORK/real/r.sqfs"
@@ -154,6 +177,19 @@ ln -sfn "$(basename "$M")/inside.sqfs" "$WORK/into.sqfs"
 expect_exit 1 "IMAGE must not be inside the mountpoint" "$STAGE" "$WORK/into.sqfs" "$M"
 mountpoint -q "$M" && fail "mounted with IMAGE a link into the mountpoint" || true
 rm -rf "$WORK/real" "$WORK/link.sqfs" "$WORK/into.sqfs"
+
+# --- IMAGE inside the mountpoint by another name: a shared bind mount of it ---
+mkdir -p "$WORK/bm" "$WORK/bx"
+mount --bind "$WORK/bm" "$WORK/bm"
+mount --make-shared "$WORK/bm"
+mount --bind "$WORK/bm" "$WORK/bx"
+expect_exit 1 "IMAGE must not be inside the mountpoint" timeout 20 "$STAGE" "$WORK/bx/i.sqfs" "$WORK/bm"
+if mountpoint -q "$WORK/bm" && grep -q " $WORK/bm fuse" /proc/mounts; then
+	fail "mounted with IMAGE in a bind mount of the mountpoint"
+	fusermount3 -u -z "$WORK/bm" 2>/dev/null || true
+fi
+umount "$WORK/bx"
+umount "$WORK/bm"
 
 # --- an image path with a comma and a backslash is shown whole in mounts ---
 IMG="$WORK/a,b\\c.sqfs"

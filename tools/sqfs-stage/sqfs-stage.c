@@ -295,12 +295,38 @@ static int check_mountpoint(const char *mnt)
  * has gone can seal nothing, so it is no conflict (--recover
  * of its spool is the usual next step).
  */
+/*
+ * Do paths a and b name one file: the same string, the same existing file
+ * (a hard link, a bind mount), or the same name in the same directory?
+ */
+static int same_file(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	struct stat x, y;
+	char *da, *db;
+	int same = 0;
+
+	if (!strcmp(a, b))
+		return 1;
+	if (!stat(a, &x) && !stat(b, &y))
+		return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+	if (!sa || !sb || strcmp(sa, sb))
+		return 0;
+	da = strndup(a, (size_t)(sa - a));
+	db = strndup(b, (size_t)(sb - b));
+	if (da && db && !stat(*da ? da : "/", &x) && !stat(*db ? db : "/", &y))
+		same = x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+	free(da);
+	free(db);
+	return same;
+}
+
 static int same_image(const char *mnt, const char *type, const char *src, void *arg)
 {
 	const struct stage *s = arg;
 	struct statfs sf;
 
-	if (strcmp(type, "fuse.sqfs-stage") || strcmp(src, s->image))
+	if (strcmp(type, "fuse.sqfs-stage") || !same_file(src, s->image))
 		return 0;
 	/*
 	 * statfs always asks the daemon (stat may answer from the cache).  A
@@ -320,14 +346,36 @@ static int check_image_free(struct stage *s)
 	return cli_mounts_each(same_image, s);
 }
 
-/* PATH and ROOT resolved: is PATH ROOT or below it? */
+/*
+ * PATH and ROOT resolved: is PATH ROOT or below it?  By name, and by
+ * identity: a bind mount of ROOT elsewhere (with shared propagation the
+ * FUSE mount appears there too) is the same directory under another name.
+ */
 static int path_within(const char *path, const char *root)
 {
 	size_t n = strlen(root);
+	struct stat r, st;
+	char *p, *slash;
+	int within = 0;
 
 	if (!strcmp(root, "/"))
 		return 1;
-	return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
+	if (!strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/'))
+		return 1;
+	p = strdup(path);
+	if (!p || stat(root, &r)) {
+		free(p);
+		return 0;
+	}
+	while (!within && *p && !stat(p, &st)) {
+		within = st.st_dev == r.st_dev && st.st_ino == r.st_ino;
+		slash = strrchr(p, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	free(p);
+	return within;
 }
 
 /*
