@@ -335,7 +335,7 @@ void stage_node_drop(struct stage *s, struct snode *n)
 	node_destroy(s, n);
 }
 
-void node_unlinked(struct stage *s, struct snode *n)
+void node_unlinked(struct stage *s, struct snode *n, int replaced)
 {
 	char name[STAGE_SPOOL_NAME_SIZE];
 
@@ -350,15 +350,16 @@ void node_unlinked(struct stage *s, struct snode *n)
 		/* No seal takes its stored blocks any more: free their space. */
 		stage_bg_changed(s, n, 0, UINT64_MAX);
 		/*
-		 * Open, its data file stays until the kernel forgets the inode
-		 * (stage_maybe_free), so that open("/proc/self/fd/N") works as
-		 * on a local file system.  Else it goes now, and rm frees the
-		 * space as it returns; an open that looked the name up before
-		 * the unlink (a reader racing a rename over it) gets ESTALE,
-		 * on which the kernel looks the path up again (ops_file.c).
+		 * Open, or replaced by a rename, its data file stays until the
+		 * kernel forgets the inode (stage_maybe_free): open() of
+		 * /proc/self/fd/N works as on a local file system, and a reader
+		 * that looked the name up just before a rename replaced the
+		 * file opens the old one (rename promises the name never
+		 * vanishes).  Else it goes now, and rm frees the space as it
+		 * returns; an open racing the rm gets ESTALE (ops_file.c).
 		 * Its stored blocks go either way: no seal takes them.
 		 */
-		if (!n->opens) {
+		if (!n->opens && !replaced) {
 			unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
 			n->data_gone = 1;
 		}

@@ -20,9 +20,8 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	if (fd < 0) {
 		/*
 		 * No name left and no data file: the caller looked the name up
-		 * before it went.  ESTALE makes the kernel walk the path again
-		 * (LOOKUP_REVAL), and a reader racing a rename over the file
-		 * opens the new one instead of failing, as rename promises.
+		 * before an rm.  ESTALE makes the kernel walk the path again
+		 * (LOOKUP_REVAL) and find what is there now, if anything.
 		 */
 		if (n->data_gone)
 			return ESTALE;
@@ -121,7 +120,7 @@ void stage_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			n->nlookup = 0;
 			if (!unnamed) {
 				sdir_del(s, dir, name, strlen(name));
-				node_unlinked(s, n);
+				node_unlinked(s, n, 0);
 			}
 			stage_maybe_free(s, n);
 		}

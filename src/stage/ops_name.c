@@ -286,7 +286,7 @@ void stage_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	}
 	sdir_del(s, dir, name, strlen(name));
-	node_unlinked(s, n);
+	node_unlinked(s, n, 0);
 	stage_jnl_node(s, n);
 	touch(s, dir, 1, 1);
 	stage_maybe_free(s, n);
@@ -409,7 +409,7 @@ static int do_rename(struct stage *s, fuse_ino_t parent, const char *name,
 			victim->links = 0;
 			touch(s, victim, 0, 1);
 		} else {
-			node_unlinked(s, victim);
+			node_unlinked(s, victim, 1);
 			stage_jnl_node(s, victim);
 		}
 	}

@@ -279,7 +279,8 @@ void dir_del(struct stage *s, struct snode *dir, const char *name, size_t len);
 void node_stat(const struct snode *n, struct stat *st);
 void node_touch(struct snode *n, int mtime, int ctime);
 /* A name lost its link; unlinks the spool file with the last one. */
-void node_unlinked(struct stage *s, struct snode *n);
+/* A name of n went; replaced: by a rename over it. */
+void node_unlinked(struct stage *s, struct snode *n, int replaced);
 int xattr_set(struct snode *n, const char *name, const void *v, size_t size, int flags);
 const struct sxattr *xattr_get(const struct snode *n, const char *name);
 int xattr_remove(struct snode *n, const char *name);
