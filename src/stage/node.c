@@ -313,7 +313,7 @@ void stage_maybe_free(struct stage *s, struct snode *n)
 
 	if (n->links || n->nlookup || n->opens || n == s->root)
 		return;
-	/* unnamed, or unlinked while open: its data file outlived its names */
+	/* unnamed, or its last name went while open or by a rename: data outlived it */
 	if (S_ISREG(n->mode) && !n->data_gone)
 		unlinkat(s->datafd, stage_spool_name(name, n->ino), 0);
 	itab_remove(s, n);
