@@ -126,6 +126,9 @@ size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf);
 const char *sqw_comp_config_describe(const sqw_comp_config_t *cfg, char *buf,
 				     size_t len);
 
+/* 1 if some codec takes KEY as a setting ("window", "dict", "hc"...). */
+int sqw_comp_is_key(const char *key);
+
 /* Name <-> id.  sqw_comp_name() returns NULL for an unknown id. */
 const char *sqw_comp_name(enum sqw_comp_id id);
 int sqw_comp_id_from_name(const char *name);	/* -EINVAL when unknown */

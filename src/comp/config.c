@@ -178,6 +178,16 @@ static int key_known(enum sqw_comp_id id, const struct tok *k)
 	return 0;
 }
 
+int sqw_comp_is_key(const char *key)
+{
+	struct tok k = { key, strlen(key) };
+
+	for (int id = SQW_COMP_GZIP; id <= SQW_COMP_ZSTD; id++)
+		if (key_known((enum sqw_comp_id)id, &k))
+			return 1;
+	return 0;
+}
+
 static int apply_key(sqw_comp_config_t *c, const char *name,
 		     const struct tok *k, const struct tok *v, const char **msg)
 {

@@ -616,6 +616,25 @@ static void test_defaults_and_names(void **state)
 }
 
 /* The summary names a level only where the algorithm has one. */
+/* Every key the parser takes for some codec is a key, nothing else is. */
+static void test_is_key(void **state)
+{
+	static const char *const keys[] = {
+		"window", "strategy", "zlib", "dict", "bcj", "extreme", "hc",
+		"algorithm",
+	};
+	static const char *const not_keys[] = {
+		"", "level", "comp", "gzip", "Window", "windows", "allow_other",
+		"block_size", "hc=1",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		assert_int_equal(sqw_comp_is_key(keys[i]), 1);
+	for (size_t i = 0; i < sizeof(not_keys) / sizeof(not_keys[0]); i++)
+		assert_int_equal(sqw_comp_is_key(not_keys[i]), 0);
+}
+
 static void test_describe(void **state)
 {
 	static const char *const cases[][2] = {
@@ -647,6 +666,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_describe),
+		cmocka_unit_test(test_is_key),
 		cmocka_unit_test(test_defaults_and_names),
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_parse_errors),

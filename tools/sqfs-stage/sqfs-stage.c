@@ -75,18 +75,6 @@ static void usage(FILE *f)
 }
 
 /* The keys of sqfs-pack -c's compressor settings (sqfs-pack(1)). */
-static int is_comp_key(const char *k)
-{
-	static const char *const keys[] = {
-		"window", "strategy", "zlib", "dict", "bcj", "extreme", "hc", "algorithm",
-	};
-
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (!strcmp(k, keys[i]))
-			return 1;
-	return 0;
-}
-
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct parse *p = data;
@@ -192,7 +180,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 1;
 	}
 	r = cli_opt_set(&p->s->opts, k, val, msg, sizeof(msg));
-	if (r > 0 && is_comp_key(k)) {
+	if (r > 0 && sqw_comp_is_key(k)) {
 		/* "-o comp=gzip,window=12": the comma ended comp= */
 		fprintf(stderr, "%s: -o %s: a compressor setting: give it inside comp=, "
 			"after ':' (comp=gzip:window=12) or an escaped comma "
