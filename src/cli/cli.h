@@ -90,6 +90,9 @@ void cli_publish_abort(struct cli_publish *p);
 int cli_mounts_each(int (*fn)(const char *mnt, const char *type, const char *src,
 			      void *arg), void *arg);
 
+/* RLIMIT_NOFILE's soft limit up to its hard limit. */
+void cli_fd_limit_raise(void);
+
 double cli_now(void);
 int cli_parse_size(const char *s, uint64_t *out);
 /* A decimal number up to max, digits only. */

@@ -279,6 +279,22 @@ RC=0
 ERR=$(ulimit -f 64 && "$SQFS_PACK" -q -c lz4 "$S/big" "$S/fsize/i.sqfs" 2>&1 >/dev/null) || RC=$?
 expect_rc 1 "ulimit -f" && expect_msg "fsize/i.sqfs: writing the image: File too large" "ulimit -f" &&
 	log "ok: [ulimit -f] $ERR"
+# A low soft descriptor limit is raised to the hard one: a tree 200 levels
+# deep (one open directory a level) packs under ulimit -Sn 40, and under
+# ulimit -n 40 (hard too) fails naming EMFILE
+mkdir -p "$S/fdlim"
+"$PYTHON3" -c 'import os, sys
+p = os.path.join(sys.argv[1], *(["d"] * 200)); os.makedirs(p)
+open(os.path.join(p, "f"), "w").write("deep\n")' "$S/fdlim/src"
+RC=0
+ERR=$(ulimit -Sn 40 && "$SQFS_PACK" -q "$S/fdlim/src" "$S/fdlim/ok.sqfs" 2>&1 >/dev/null) || RC=$?
+expect_rc 0 "ulimit -Sn 40" && [[ $(rdsquashfs -c "/$(printf 'd/%.0s' {1..200})f" "$S/fdlim/ok.sqfs") == deep ]] &&
+	log "ok: [ulimit -Sn 40] soft limit raised, 200 levels packed" || fail "[ulimit -Sn 40] $ERR"
+RC=0
+ERR=$(ulimit -n 40 && "$SQFS_PACK" -q "$S/fdlim/src" "$S/fdlim/no.sqfs" 2>&1 >/dev/null) || RC=$?
+expect_rc 1 "ulimit -n 40" && expect_msg "opening directory: Too many open files" "ulimit -n 40" &&
+	log "ok: [ulimit -n 40] $ERR"
+[[ ! -e $S/fdlim/no.sqfs ]] || fail "[ulimit -n 40] left an image"
 # getopt's complaints name the program, not the path it was run by
 RC=0
 ERR=$("$SQFS_PACK" --bogus 2>&1 >/dev/null) || RC=$?

@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -255,17 +254,6 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 	return 0;
 }
 
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	/* A deep tree keeps one directory fd open per level. */
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 static void report_pack_err(const struct pack_err *e)
 {
 	fprintf(stderr, "%s: %s%s%s: %s%s%s\n", prog, e->path, *e->path ? ": " : "",
@@ -304,7 +292,7 @@ int main(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	image = argv[argc - 1];
-	raise_fd_limit();
+	cli_fd_limit_raise();
 	tree = sqw_tree_create();
 	if (!tree) {
 		fprintf(stderr, "%s: out of memory\n", prog);

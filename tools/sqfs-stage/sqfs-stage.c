@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <syslog.h>
@@ -425,16 +424,6 @@ static int mark_spool(struct stage *s, int recover, int *marked)
 	return 0;
 }
 
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 static void free_argv(char **av)
 {
 	for (char **a = av; a && *a; a++)
@@ -721,7 +710,7 @@ int main(int argc, char **argv)
 			full_hint(ret, !!p.recover));
 		goto out_spool;
 	}
-	raise_fd_limit();
+	cli_fd_limit_raise();
 	if (stage_init(&s, getuid(), getgid())) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out_spool;
