@@ -466,8 +466,12 @@ int sqw_image_write_walk(const struct sqw_walk_ops *walk, void *walk_ctx,
 	}
 	w.bp = bp_create(opts->jobs, opts->queue ? opts->queue : default_queue(opts, bs),
 			 w.cmp, bs, &ret);
-	if (!w.bp)
-		goto fail_alloc;
+	if (!w.bp) {
+		/* EAGAIN here is a thread limit, not memory: say which */
+		writer_fail(&w, ret, ret == -ENOMEM ? "allocating" :
+			    "starting the compression threads", NULL);
+		goto out;
+	}
 
 	ret = data_write(&w);
 	bp_destroy(w.bp);

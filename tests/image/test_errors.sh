@@ -295,6 +295,16 @@ ERR=$(ulimit -n 40 && "$SQFS_PACK" -q "$S/fdlim/src" "$S/fdlim/no.sqfs" 2>&1 >/d
 expect_rc 1 "ulimit -n 40" && expect_msg "opening directory: Too many open files" "ulimit -n 40" &&
 	log "ok: [ulimit -n 40] $ERR"
 [[ ! -e $S/fdlim/no.sqfs ]] || fail "[ulimit -n 40] left an image"
+# No thread to be had (RLIMIT_NPROC, as uid 65534): the threads named, not
+# "allocating"
+mkdir -p "$S/nproc" && chmod 0777 "$S/nproc"
+RC=0
+ERR=$(setpriv --reuid 65534 --regid 65534 --clear-groups bash -c \
+	'ulimit -u 1 && exec "$1" -q -j 2 "$2" "$3"' _ "$SQFS_PACK" "$S/src" "$S/nproc/i.sqfs" 2>&1 >/dev/null) || RC=$?
+expect_rc 1 "ulimit -u 1" &&
+	expect_msg "nproc/i.sqfs: starting the compression threads: Resource temporarily unavailable" "ulimit -u 1" &&
+	log "ok: [ulimit -u 1] $ERR"
+nothing_left "$S/nproc" "ulimit -u 1"
 # getopt's complaints name the program, not the path it was run by
 RC=0
 ERR=$("$SQFS_PACK" --bogus 2>&1 >/dev/null) || RC=$?
