@@ -128,7 +128,7 @@ static void turn_off(struct spool_ahead *ah, int code)
 	if (ftruncate(ah->fd, 0) == 0)
 		ah->end = 0;
 	if (ah->warn)
-		fprintf(ah->warn, "warning: compressing while reading stopped: %s; "
+		pack_warn(ah->warn, "compressing while reading stopped: %s; "
 			"the blocks are compressed after the archive ends\n",
 			strerror(-code));
 }

@@ -16,6 +16,10 @@ struct pack_err {
 	char detail[256];
 };
 
+/* "PROG: warning: " and the message on warn (nothing when warn is NULL). */
+void pack_warn(FILE *warn, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /*
  * Call fn(ctx, line, number) for each line of path but blank ones and
  * comments (first non-blank '#'), its line end removed; stops at fn's first

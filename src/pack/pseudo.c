@@ -291,10 +291,10 @@ static int apply_one(sqw_tree_t *tree, const struct pack_pseudo *ps, size_t i,
 	if (node) {
 		pack_pseudo_name(d, what, sizeof(what));
 		if (warn && made_by_def(ps, i))
-			fprintf(warn, "warning: %s: an earlier definition made the entry; "
+			pack_warn(warn, "%s: an earlier definition made the entry; "
 				"ignored\n", what);
 		else if (warn)
-			fprintf(warn, "warning: %s: the entry exists in the input; ignored "
+			pack_warn(warn, "%s: the entry exists in the input; ignored "
 				"(exclude it with -e to replace it, or change it with type m)\n",
 				what);
 		return 0;

@@ -67,7 +67,7 @@ static const char *clean_path(struct tar_ctx *c, const char *p)
 
 	while (*s == '/' || (s[0] == '.' && s[1] == '/')) {
 		if (*s == '/' && c->warn && !c->warned_abs++)
-			fprintf(c->warn, "warning: removing leading '/' from member names\n");
+			pack_warn(c->warn, "removing leading '/' from member names\n");
 		s += *s == '/' ? 1 : 2;
 	}
 	return s;
@@ -115,7 +115,7 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 	if (archive_entry_acl_count(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS |
 				    ARCHIVE_ENTRY_ACL_TYPE_DEFAULT) > 0 &&
 	    c->warn && !c->warned_acl++)
-		fprintf(c->warn, "warning: %s: its ACL cannot be stored in SquashFS (the mode "
+		pack_warn(c->warn, "%s: its ACL cannot be stored in SquashFS (the mode "
 			"is); skipped\n", path);
 	archive_entry_xattr_reset(e);
 	while (archive_entry_xattr_next(e, &name, &val, &size) == ARCHIVE_OK) {
@@ -132,7 +132,7 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		ret = sqw_node_set_xattr(c->tree, n, name, val, size);
 		if (ret == -ENOTSUP) {
 			if (c->warn && !c->warned_xattr++)
-				fprintf(c->warn, "warning: %s: xattr '%s' cannot be stored in SquashFS; skipped\n",
+				pack_warn(c->warn, "%s: xattr '%s' cannot be stored in SquashFS; skipped\n",
 					path, name);
 			continue;
 		}
@@ -162,7 +162,7 @@ static int in_place_pos(struct tar_ctx *c, struct archive *a, const void *buf,
 		return 1;
 	c->in_place = 0;
 	if (c->warn)
-		fprintf(c->warn, "warning: the archive's data is not where expected; "
+		pack_warn(c->warn, "the archive's data is not where expected; "
 			"copying it to a spool file instead\n");
 	return 0;
 }
@@ -438,10 +438,10 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 
 			/* GNU tar writes such names raw into pax headers. */
 			if (m && strstr(m, "can't be converted from UTF-8"))
-				fprintf(warn, "warning: %s: not UTF-8 in a pax header; kept as "
+				pack_warn(warn, "%s: not UTF-8 in a pax header; kept as "
 					"its bytes\n", name ? name : "?");
 			else
-				fprintf(warn, "warning: %s: %s\n", name ? name : "?", m ? m : "");
+				pack_warn(warn, "%s: %s\n", name ? name : "?", m ? m : "");
 		}
 		/* ARCHIVE_RETRY (a damaged header) is an error too: e is empty. */
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
@@ -480,10 +480,10 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 		fail(&c, ret, "writing the spool", "");
 	/* The first of each was named; how many went, so none goes unsaid. */
 	if (!ret && warn && c.warned_xattr > 1)
-		fprintf(warn, "warning: %d xattrs that SquashFS cannot store were skipped in all\n",
+		pack_warn(warn, "%d xattrs that SquashFS cannot store were skipped in all\n",
 			c.warned_xattr);
 	if (!ret && warn && c.warned_acl > 1)
-		fprintf(warn, "warning: the ACLs of %d members were skipped in all\n",
+		pack_warn(warn, "the ACLs of %d members were skipped in all\n",
 			c.warned_acl);
 out:
 	archive_read_free(a);

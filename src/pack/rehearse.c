@@ -372,7 +372,7 @@ int spool_rehearse_give_way(struct spool_rehearse *rh, int code, int quiet)
 		rh->end = 0;
 	rh->full = 1;
 	if (!quiet && rh->warn)
-		fprintf(rh->warn, "warning: compressing while reading stopped: %s; "
+		pack_warn(rh->warn, "compressing while reading stopped: %s; "
 			"the blocks are compressed after the archive ends\n", strerror(-code));
 	return 1;
 }

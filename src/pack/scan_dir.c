@@ -107,8 +107,8 @@ static int read_xattrs(struct scan *s, int dirfd, const char *name,
 		ret = sqw_node_set_xattr(s->tree, n, k, val, (size_t)vlen);
 		if (ret == -ENOTSUP) {
 			if (s->ds->warn && !s->ds->warned_xattr++)
-				fprintf(s->ds->warn,
-					"warning: %s/%.*s: xattr '%s' cannot be stored in SquashFS (only user., trusted., security.); skipped\n",
+				pack_warn(s->ds->warn,
+					"%s/%.*s: xattr '%s' cannot be stored in SquashFS (only user., trusted., security.); skipped\n",
 					s->ds->root, (int)s->path.len,
 					(char *)s->path.data, k);
 			continue;
@@ -323,7 +323,7 @@ int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 		ret = scan_dir(&s, ds->rootfd, sqw_tree_root(tree));
 	/* The first was named; how many went, so none goes unsaid. */
 	if (!ret && ds->warn && ds->warned_xattr > 1)
-		fprintf(ds->warn, "warning: %d xattrs that SquashFS cannot store were "
+		pack_warn(ds->warn, "%d xattrs that SquashFS cannot store were "
 			"skipped in all\n", ds->warned_xattr);
 	u64map_free(&s.links);
 	free(s.link_ids);

@@ -243,7 +243,7 @@ run() {
 	RC=0
 	ERR=$(cd "$CWD" && timeout -k 5 "$LIMIT" "$SQFS_PACK" --tar -q --mkfs-time 1 \
 		"$dir/img.sqfs" <"$AR/$ar" 2>&1 >/dev/null) || RC=$?
-	MSG=$(grep -v '^warning: ' <<<"$ERR" || true)
+	MSG=$(grep -v '^sqfs-pack: warning: ' <<<"$ERR" || true)
 }
 
 # clean LABEL DIR: the image directory is empty, nothing escaped.

@@ -75,7 +75,7 @@ section "definitions"
 if "$SQFS_PACK" "${PACK_OPTS[@]}" "${PFLAGS[@]}" "$S" "$WORK/got.sqfs" 2>"$WORK/err"; then
 	if [[ $(sha "$WORK/got.sqfs") == "$(sha "$WORK/want.sqfs")" ]]; then
 		log "ok: pseudo definitions equal a real tree made as root"
-		grep -q "warning: pseudo definition 'etc d 750 0 42': the entry exists in the input; ignored" "$WORK/err" &&
+		grep -q "^sqfs-pack: warning: pseudo definition 'etc d 750 0 42': the entry exists in the input; ignored" "$WORK/err" &&
 			log "ok: a definition of an existing entry is ignored with a warning, as mksquashfs does" ||
 			fail "no warning for a definition of an existing entry: $(cat "$WORK/err")"
 		# one that an earlier definition made is told apart

@@ -505,7 +505,7 @@ hostile() {
 	rm -rf -- "$OUT"
 	mkdir "$OUT"
 	err=$(cd "$OUT" && "$SQFS_PACK" --tar -q "$OUT/evil.sqfs" <"$S/ar/$ar" 2>&1 >/dev/null) || rc=$?
-	msg=$(grep -v '^warning: ' <<<"$err" || true)	# libarchive's locale warnings
+	msg=$(grep -v '^sqfs-pack: warning: ' <<<"$err" || true)	# libarchive's locale warnings
 	if ((rc != 1)); then
 		fail "[$ar] exit status $rc, expected 1$( ((rc > 128)) && echo " (killed by signal $((rc - 128)))"): $msg"
 	elif ! grep -Eqi -- "$re" <<<"$msg"; then
