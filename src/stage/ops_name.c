@@ -17,8 +17,14 @@
 #define RENAME_EXCHANGE (1 << 1)
 #endif
 
-static void fill_entry(struct fuse_entry_param *e, struct snode *n)
+/*
+ * Lock held.  The kernel takes the size in an entry reply as it takes a
+ * GETATTR's: a passthrough writer's growth is folded in first, or a lookup
+ * during the write would shrink the file to what we last saw.
+ */
+static void fill_entry(struct stage *s, struct fuse_entry_param *e, struct snode *n)
 {
+	stage_pt_sync(s, n);
 	memset(e, 0, sizeof(*e));
 	e->ino = n->ino;
 	e->generation = 1;
@@ -80,7 +86,7 @@ void stage_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		e.entry_timeout = STAGE_TIMEOUT;	/* negative entry */
 	} else {
 		d->node->nlookup++;
-		fill_entry(&e, d->node);
+		fill_entry(s, &e, d->node);
 	}
 	unlock(s);
 	fuse_reply_entry(req, &e);
@@ -208,7 +214,7 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	stage_jnl_node(s, n);
 	n->nlookup++;
 	s->gen++;
-	fill_entry(e, n);
+	fill_entry(s, e, n);
 	return 0;
 nomem:
 	stage_maybe_free(s, n);
@@ -481,7 +487,7 @@ void stage_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	touch(s, dir, 1, 1);
 	n->nlookup++;
 	s->gen++;
-	fill_entry(&e, n);
+	fill_entry(s, &e, n);
 out:
 	unlock(s);
 	reply_made(req, err, &e);

@@ -9,6 +9,8 @@
 #   - size and mtime while a file is open for writing, after utimens then a
 #     write, after ftruncate; O_APPEND; a second reader sees a writer's
 #     data; read-write, O_DIRECT and mmap opens beside a passthrough writer;
+#     a lookup while a passthrough writer grows the file (failed mkdir,
+#     link, O_EXCL create; linkat of an O_TMPFILE) answers the grown size;
 #   - files compressed in the background and then rewritten through
 #     passthrough (overwrite, append, O_TRUNC) seal to the same bytes as
 #     sqfs-pack of a copy edited alike, and as the same edits with
@@ -117,6 +119,42 @@ check(len(data) == 5020 and data.endswith(b"1" * 10 + b"2" * 10), "O_APPEND from
 with open(p, "wb") as f:
     f.write(b"short")
 check(os.stat(p).st_size == 5 and open(p, "rb").read() == b"short", "O_TRUNC rewrite")
+
+# A lookup of the name while a passthrough writer grows the file (a failed
+# mkdir, link or O_EXCL create onto it, linkat of an O_TMPFILE) answers the
+# grown size: the kernel keeps it, and an append must land after the data.
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def poke(q):
+    for how in ("mkdir", "excl", "link", "symlink"):
+        try:
+            if how == "mkdir":
+                os.mkdir(q)
+            elif how == "excl":
+                os.close(os.open(q, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            elif how == "link":
+                os.link(p, q)
+            else:
+                os.symlink("x", q)
+            check(False, "%s onto an existing name succeeded" % how)
+        except FileExistsError:
+            pass
+for n, how in enumerate(("mkdir", "tmpfile")):
+    q = os.path.join(root, "grow%d" % n)
+    if how == "tmpfile":
+        fd = os.open(root, os.O_TMPFILE | os.O_WRONLY, 0o644)
+        os.write(fd, b"line1\nline2\n")
+        check(libc.linkat(fd, b"", -100, q.encode(), 0x1000) == 0, "linkat of an O_TMPFILE")
+    else:
+        fd = os.open(q, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, b"line1\nline2\n")
+        poke(q)
+    os.close(fd)
+    check(os.stat(q).st_size == 12, "%s: size after a lookup during the write: %d" % (how, os.stat(q).st_size))
+    with open(q, "a+") as f:
+        f.write("line3\n")
+    got = open(q, "rb").read()
+    check(got == b"line1\nline2\nline3\n", "%s: append after a lookup during the write: %r" % (how, got))
 sys.exit(1 if bad else 0)
 EOF
 st=$(status "$M")
