@@ -44,25 +44,45 @@ void bp_process(sqw_compressor_t *cmp, uint32_t block_size, struct bp_job *j)
 	}
 }
 
+/*
+ * Give the next job its buffers and free it.  Buffers come as the queue
+ * first fills, not all at bp_create(): a tree of three files under
+ * --queue 65536 needs three blocks, not 16 GiB of address space.
+ */
+static int job_buffer(struct bp *bp)
+{
+	struct bp_job *j = &bp->jobs[bp->nbuffered];
+
+	j->in = malloc(bp->block_size);
+	j->out = malloc(bp->block_size);
+	if (!j->in || !j->out) {
+		free(j->in);
+		free(j->out);
+		j->in = j->out = NULL;
+		return -ENOMEM;
+	}
+	bp->nbuffered++;
+	j->next = bp->free;
+	bp->free = j;
+	return 0;
+}
+
 int bp_common_init(struct bp *bp, unsigned queue, uint32_t block_size)
 {
-	unsigned i;
-
 	bp->block_size = block_size;
 	bp->njobs = queue;
+	bp->nbuffered = 0;
 	bp->jobs = alloc_array(queue, sizeof(*bp->jobs));
 	if (!bp->jobs)
 		return -ENOMEM;
-	for (i = 0; i < queue; i++) {
-		struct bp_job *j = &bp->jobs[i];
-
-		j->in = malloc(block_size);
-		j->out = malloc(block_size);
-		if (!j->in || !j->out)
+	/*
+	 * Two up front, so that one can be in flight while the caller fills
+	 * the other even when later ones cannot be had: short of memory, the
+	 * queue is only shorter.
+	 */
+	for (unsigned i = 0; i < 2 && i < queue; i++)
+		if (job_buffer(bp))
 			return -ENOMEM;
-		j->next = bp->free;
-		bp->free = j;
-	}
 	return 0;
 }
 
@@ -72,7 +92,7 @@ void bp_common_cleanup(struct bp *bp)
 
 	if (!bp->jobs)
 		return;
-	for (i = 0; i < bp->njobs; i++) {
+	for (i = 0; i < bp->nbuffered; i++) {
 		free(bp->jobs[i].in);
 		free(bp->jobs[i].out);
 	}
@@ -100,6 +120,8 @@ struct bp_job *bp_get_job(struct bp *bp)
 {
 	struct bp_job *j = bp->free;
 
+	if (!j && bp->nbuffered < bp->njobs && !job_buffer(bp))
+		j = bp->free;
 	if (j) {
 		bp->free = j->next;
 		j->next = NULL;

@@ -17,6 +17,7 @@ struct bp {
 	uint32_t block_size;
 	struct bp_job *jobs;	/* all jobs, one allocation */
 	unsigned njobs;
+	unsigned nbuffered;	/* jobs[0..nbuffered) have their buffers */
 	struct bp_job *free;	/* touched by the caller's thread only */
 	uint64_t next_seq;	/* next sequence number to hand out */
 	uint64_t next_out;	/* next sequence number to dequeue */

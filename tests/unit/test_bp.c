@@ -478,6 +478,55 @@ static void test_ordering(void **state)
 }
 
 /* Exactly `queue` free jobs; the fields the caller sets start cleared. */
+/* This process's address space in KiB (VmSize). */
+static long vm_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	assert_true(kib > 0);
+	return kib;
+}
+
+/*
+ * Buffers come as the queue fills: a queue of 65536 blocks of 1 MiB (what
+ * --queue allows) costs two blocks' buffers until more are asked for, and
+ * the jobs asked for all have theirs.
+ */
+static void test_queue_buffers_lazy(void **state)
+{
+	struct tcomp *proto = tcomp_new();
+	struct bp_job *got[6];
+	long before = vm_kib();
+	int err;
+	struct bp *bp = bp_create(2, 65536, &proto->base, 1u << 20, &err);
+
+	(void)state;
+	assert_non_null(bp);
+	/* 2 x (in + out) MiB, 65536 job records, two threads' stacks */
+	assert_true(vm_kib() - before < 512 * 1024);
+	for (int n = 0; n < 6; n++) {
+		got[n] = bp_get_job(bp);
+		assert_non_null(got[n]);
+		assert_non_null(got[n]->in);
+		assert_non_null(got[n]->out);
+		memset(got[n]->in, n, 1u << 20);
+		for (int k = 0; k < n; k++)
+			assert_ptr_not_equal(got[n]->in, got[k]->in);
+	}
+	assert_true(vm_kib() - before < 512 * 1024);
+	for (int n = 0; n < 6; n++)
+		bp_release(bp, got[n]);
+	bp_destroy(bp);
+	tcomp_destroy(&proto->base);
+}
+
 static void test_job_budget(void **state)
 {
 	static const unsigned cfgs[][2] = { { 0, 1 }, { 0, 4 }, { 2, 1 }, { 3, 5 }, { 8, 2 } };
@@ -773,6 +822,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_job_budget),
+		cmocka_unit_test(test_queue_buffers_lazy),
 		cmocka_unit_test(test_ordering),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_create_copy_fails),
