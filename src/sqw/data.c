@@ -340,8 +340,12 @@ static int file_blocks(struct writer *w, size_t k, uint32_t nblocks, struct rd *
 
 uint64_t sqw_file_size_max(uint32_t block_size)
 {
-	/* Block numbers size / block_size must stay below UINT32_MAX. */
-	return (uint64_t)UINT32_MAX * block_size - 1;
+	/*
+	 * The block words of all files share one array with 32-bit indexes,
+	 * two words before each file's (where its data starts): one file
+	 * alone may have UINT32_MAX - 2 blocks.
+	 */
+	return (uint64_t)(UINT32_MAX - 2) * block_size;
 }
 
 static int file_write(struct writer *w, size_t k, unsigned level)

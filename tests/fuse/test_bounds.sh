@@ -12,6 +12,7 @@
 #     the kernel sees the owners;
 #   - sizes: sparse files of 4 GiB - 1, 4 GiB and 4 GiB + 1 with real bytes
 #     at the end; beyond 16 TiB, truncate, write and fallocate fail with EFBIG;
+#     with block_size=4K beyond 2^32 - 3 blocks, at the call too;
 #   - a directory of 100 000 entries, 1 000 nested directories (a path longer
 #     than PATH_MAX), a 64 KiB xattr value (larger: E2BIG from the kernel);
 #   - entries nested past 4096 levels fail the seal with their path, and the
@@ -399,5 +400,34 @@ if unsquashfs -lln "$IMG" >"$WORK/list" 2>"$WORK/list.err"; then
 else
 	fail "unsquashfs -lln: $(tail -n3 "$WORK/list.err")"
 fi
+
+# --- block_size=4K: the per-file block count is the writer's -------------
+# With 4 KiB blocks SquashFS's 32-bit block lists bind before 16 TiB: the
+# largest size the seal takes, (2^32 - 3) blocks, is accepted at the call,
+# one byte more fails with EFBIG there, not at the seal.
+M4=$WORK/m4
+stage_mount "$WORK/b4.sqfs" "$M4" -o block_size=4K,comp=lz4
+py "block_size=4K: (2^32 - 3) blocks accepted, one byte more EFBIG" "$M4" <<'EOF'
+import errno, os, sys
+f = os.path.join(sys.argv[1], "big")
+top = (2**32 - 3) * 4096
+bad = 0
+with open(f, "wb") as o:
+    o.write(b"tail")
+try:
+    os.truncate(f, top + 1)
+    print("FAIL: truncate to %d accepted" % (top + 1), file=sys.stderr); bad = 1
+except OSError as e:
+    if e.errno != errno.EFBIG:
+        print("FAIL: truncate past the limit: %s" % e, file=sys.stderr); bad = 1
+try:
+    os.truncate(f, top)
+except OSError as e:
+    print("FAIL: truncate to %d: %s" % (top, e), file=sys.stderr); bad = 1
+os.truncate(f, 4)
+sys.exit(bad)
+EOF
+"$SEAL" --quiet "$M4" || fail "block_size=4K: seal"
+wait_daemon 0
 
 finish
