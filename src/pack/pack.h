@@ -10,11 +10,17 @@
 
 /* Messages for the user: where and why, printed by the front end. */
 struct pack_err {
-	char path[4200];
+	char *path;		/* whole, however deep (pack_err_path()), or NULL */
 	const char *what;
 	int code;		/* negative errno, or -EBADMSG for bad input */
 	char detail[256];
 };
+
+/* Set e->path from fmt (the old one freed); NULL when out of memory. */
+void pack_err_path(struct pack_err *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Free e->path. */
+void pack_err_clear(struct pack_err *e);
 
 /* "PROG: warning: " and the message on warn (nothing when warn is NULL). */
 void pack_warn(FILE *warn, const char *fmt, ...)
@@ -67,8 +73,8 @@ int pack_pseudo_add(struct pack_pseudo *ps, const char *def, const char *where,
 /* One definition a line; blank lines and lines starting with '#' skipped. */
 int pack_pseudo_add_file(struct pack_pseudo *ps, const char *file, char *msg, size_t msglen);
 void pack_pseudo_free(struct pack_pseudo *ps);
-/* "pseudo definition 'DEF' (FILE:LINE)", for messages. */
-void pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size);
+/* "pseudo definition 'DEF' (FILE:LINE)", for messages; its whole length. */
+size_t pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size);
 /* The S_IFMT type and permission bits of what d makes. */
 uint32_t pack_pseudo_mode(const struct pack_pseudo_def *d);
 /*

@@ -216,10 +216,12 @@ void pack_pseudo_free(struct pack_pseudo *ps)
 	memset(ps, 0, sizeof(*ps));
 }
 
-void pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size)
+size_t pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size)
 {
-	snprintf(buf, size, "pseudo definition '%s'%s%s%s", d->def, d->where ? " (" : "",
+	int n = snprintf(buf, size, "pseudo definition '%s'%s%s%s", d->def, d->where ? " (" : "",
 		 d->where ? d->where : "", d->where ? ")" : "");
+
+	return n < 0 ? 0 : (size_t)n;
 }
 
 uint32_t pack_pseudo_mode(const struct pack_pseudo_def *d)
@@ -238,9 +240,15 @@ uint32_t pack_pseudo_mode(const struct pack_pseudo_def *d)
 static int pfail(struct pack_err *err, const struct pack_pseudo_def *d, int code,
 		 const char *what)
 {
+	/* Whole, however long the definition's line */
+	size_t n = pack_pseudo_name(d, NULL, 0) + 1;
+
 	err->code = code;
 	err->what = what;
-	pack_pseudo_name(d, err->path, sizeof(err->path));
+	free(err->path);
+	err->path = malloc(n);
+	if (err->path)
+		pack_pseudo_name(d, err->path, n);
 	return code;
 }
 

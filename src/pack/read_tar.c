@@ -56,7 +56,7 @@ static int fail(struct tar_ctx *c, int code, const char *what, const char *path)
 {
 	c->err->code = code;
 	c->err->what = what;
-	snprintf(c->err->path, sizeof(c->err->path), "%s", path ? path : "");
+	pack_err_path(c->err, "%s", path ? path : "");
 	return code;
 }
 

@@ -39,8 +39,8 @@ static int fail(struct scan *s, int code, const char *what)
 
 	e->code = code;
 	e->what = what;
-	snprintf(e->path, sizeof(e->path), "%s/%.*s", s->ds->root,
-		 (int)s->path.len, (const char *)s->path.data);
+	pack_err_path(e, "%s/%.*s", s->ds->root, (int)s->path.len,
+		      (const char *)s->path.data);
 	return code;
 }
 
@@ -292,9 +292,12 @@ static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
 	if (!ret && errno)
 		ret = fail(s, -errno, "reading directory");
 	closedir(d);
-	/* Its entries would have one component more than it. */
-	if (!ret && names.len && s->depth >= SQW_DEPTH_MAX)
+	/* Its entries would have one component more than it: name one. */
+	if (!ret && names.len && s->depth >= SQW_DEPTH_MAX) {
 		ret = fail(s, -ENAMETOOLONG, "nested more than 4096 levels deep");
+		pack_err_path(s->err, "%s/%.*s/%s", s->ds->root, (int)s->path.len,
+			      (const char *)s->path.data, (const char *)names.data);
+	}
 	for (off = 0; !ret && off < names.len; off += strlen((char *)names.data + off) + 1)
 		ret = scan_entry(s, dirfd, (char *)names.data + off, dir);
 	buf_free(&names);

@@ -96,6 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)sqw_image_write(tree, &spool_source_ops, NULL, out_fd, &opts, &st, &err);
 	}
 	pack_pseudo_free(&ps);
+	pack_err_clear(&perr);
 	sqw_tree_destroy(tree);
 	return 0;
 }

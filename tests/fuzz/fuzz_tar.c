@@ -94,6 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ret = sqw_image_write(tree, &spool_source_ops, sp, out_fd, &opts,
 				      &st, &err);
 	}
+	pack_err_clear(&perr);
 	sqw_tree_destroy(tree);
 	spool_destroy(sp);
 	return 0;

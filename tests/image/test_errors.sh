@@ -448,7 +448,10 @@ expect_rc 0 "4096 levels" && log "ok: [4096 levels] packed"
 rm -f -- "$S/out/deep4k.sqfs"
 mkdeep "$S/deep4k1" 4097
 run "$SQFS_PACK" -q -c lz4 "$S/deep4k1" "$S/out/deep4k1.sqfs"
+# The message names the first entry too deep, its path whole (8 KiB here).
+want="sqfs-pack: $S/deep4k1$(printf '/a%.0s' $(seq 4097)): nested more than 4096 levels deep: File name too long"
 expect_rc 1 "4097 levels" && expect_msg "nested more than 4096 levels deep" "4097 levels" &&
+	{ [[ $ERR == "$want" ]] || fail "[4097 levels] not the whole path of the entry: ${ERR:0:80}...${ERR: -120}"; } &&
 	log "ok: [4097 levels] ${ERR: -120}"
 nothing_left "$S/out" "4097 levels"
 rm -rf -- "$S/deep2k" "$S/deep4k" "$S/deep4k1"

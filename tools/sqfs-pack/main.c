@@ -256,7 +256,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 
 static void report_pack_err(const struct pack_err *e)
 {
-	fprintf(stderr, "%s: %s%s%s: %s%s%s\n", prog, e->path, *e->path ? ": " : "",
+	const char *path = e->path ? e->path : "";
+
+	fprintf(stderr, "%s: %s%s%s: %s%s%s\n", prog, path, *path ? ": " : "",
 		e->what, e->code == -EBADMSG ? "invalid input" : strerror(-e->code),
 		*e->detail ? ": " : "", e->detail);
 }
@@ -430,5 +432,6 @@ out:
 		dir_source_close(&ds);
 	pack_filter_free(&pa.filter);
 	pack_pseudo_free(&pa.pseudo);
+	pack_err_clear(&perr);
 	return status;
 }
