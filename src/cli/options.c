@@ -161,14 +161,17 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 		return 0;
 	}
 	if (!strcmp(key, "serial")) {
+		if (val)	/* serial=0 would turn it on */
+			BAD("option '%s' takes no value", name);
 		o->img.jobs = 0;
 		return 0;
 	}
 	if (!val)
 		val = "";
 	if (!strcmp(key, "comp")) {
+		/* ':' before settings works on the command line and in -o */
 		if (!*val || strlen(val) >= sizeof(o->comp_spec))
-			BAD("%s: give a compressor as NAME[:LEVEL][,OPTION...]", name);
+			BAD("%s: give a compressor as NAME[:LEVEL][:KEY=VAL...]", name);
 		snprintf(o->comp_spec, sizeof(o->comp_spec), "%s", val);
 	} else if (!strcmp(key, "block_size")) {
 		if (cli_parse_size(val, &v) || v < 4096 || v > (1u << 20) ||
