@@ -120,9 +120,13 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf);
 
 /*
- * "zstd level 15", "lz4", "lz4 hc level 12", "lzo lzo1x_1": the settings in
- * words, without a level where the algorithm has none.  Returns buf.
+ * "zstd level 15", "lz4", "lz4 hc level 12", "lzo lzo1x_1", "xz level 9
+ * extreme, dict 64 KiB, bcj x86+arm", "gzip level 9, window 12, strategy
+ * rle, zlib": the settings in words, without a level where the algorithm
+ * has none, and every other setting that is not the default.  Returns buf
+ * (cut short if len is below SQW_COMP_DESCRIBE_MAX).
  */
+#define SQW_COMP_DESCRIBE_MAX 160
 const char *sqw_comp_config_describe(const sqw_comp_config_t *cfg, char *buf,
 				     size_t len);
 

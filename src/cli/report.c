@@ -104,7 +104,7 @@ static void summary_json(struct cli_report *r, const struct sqw_stats *st,
 			 double secs, FILE *out)
 {
 	const struct sqw_image_opts *img = &r->o->img;
-	char comp[48];
+	char comp[SQW_COMP_DESCRIBE_MAX];
 
 	fprintf(out, "{\"image\": \"");
 	json_put(r->image, out);
@@ -139,7 +139,7 @@ void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 {
 	const struct sqw_image_opts *img = &r->o->img;
 	double secs = cli_now() - r->start;
-	char a[32], b[32], comp[48];
+	char a[32], b[32], comp[SQW_COMP_DESCRIBE_MAX];
 
 	if (r->shown) {
 		fputc('\n', stderr);

@@ -352,22 +352,66 @@ size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf)
 	return 0;
 }
 
+/* Append ", WORD a+b" for the bits of set named in names (nothing if none). */
+static size_t put_bits(char *buf, size_t len, size_t at, const char *word,
+		       const char *const *names, int n, uint32_t set)
+{
+	const char *sep = ", ";
+
+	for (int i = 0; i < n; i++) {
+		if (!(set & (1u << i)))
+			continue;
+		at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%s%s%s",
+				       sep, sep[0] == ',' ? word : "", names[i]);
+		sep = "+";
+	}
+	return at;
+}
+
 const char *sqw_comp_config_describe(const sqw_comp_config_t *cfg, char *buf,
 				     size_t len)
 {
 	const char *name = sqw_comp_name(cfg->id);
 	int algo = cfg->opt.lzo.algorithm;
+	size_t at;
 
 	if (!name)
 		name = "unknown";
 	if (cfg->id == SQW_COMP_LZ4 && !cfg->opt.lz4.hc)
-		snprintf(buf, len, "%s", name);
+		at = (size_t)snprintf(buf, len, "%s", name);
 	else if (cfg->id == SQW_COMP_LZ4)
-		snprintf(buf, len, "%s hc level %d", name, cfg->level);
+		at = (size_t)snprintf(buf, len, "%s hc level %d", name, cfg->level);
 	else if (cfg->id == SQW_COMP_LZO && algo != SQW_LZO1X_999 &&
 		 algo >= 0 && algo < NELEM(lzo_algorithms))
-		snprintf(buf, len, "%s %s", name, lzo_algorithms[algo]);
+		at = (size_t)snprintf(buf, len, "%s %s", name, lzo_algorithms[algo]);
 	else
-		snprintf(buf, len, "%s level %d", name, cfg->level);
+		at = (size_t)snprintf(buf, len, "%s level %d", name, cfg->level);
+	/*
+	 * Every setting that changes the bytes, when not the default: a log
+	 * line then tells which settings made an image.
+	 */
+	if (cfg->id == SQW_COMP_GZIP) {
+		if (cfg->opt.gzip.window != 15)
+			at += (size_t)snprintf(buf + at, at < len ? len - at : 0,
+					       ", window %u", cfg->opt.gzip.window);
+		if (cfg->opt.gzip.strategies != SQW_GZIP_DEFAULT)
+			at = put_bits(buf, len, at, "strategy ", gzip_strategies,
+				      NELEM(gzip_strategies), cfg->opt.gzip.strategies);
+		if (cfg->opt.gzip.zlib)
+			at += (size_t)snprintf(buf + at, at < len ? len - at : 0, ", zlib");
+	} else if (cfg->id == SQW_COMP_XZ || cfg->id == SQW_COMP_LZMA) {
+		uint32_t d = cfg->opt.xz.dict_size;
+
+		if (cfg->opt.xz.extreme)
+			at += (size_t)snprintf(buf + at, at < len ? len - at : 0, " extreme");
+		if (d && d != cfg->block_size)
+			at += (size_t)snprintf(buf + at, at < len ? len - at : 0,
+					       ", dict %u %s", d % 1024 ? d : d / 1024,
+					       d % 1024 ? "bytes" : "KiB");
+		if (cfg->id == SQW_COMP_XZ)
+			at = put_bits(buf, len, at, "bcj ", xz_bcj_names,
+				      NELEM(xz_bcj_names), cfg->opt.xz.filters);
+	}
+	(void)at;
 	return buf;
 }

@@ -647,9 +647,19 @@ static void test_describe(void **state)
 		{ "zstd:3", "zstd level 3" },
 		{ "gzip", "gzip level 9" },
 		{ "xz", "xz level 6" },
+		/* every setting that changes the bytes, when not the default */
+		{ "xz:9,extreme,dict=50%,bcj=arm+x86", "xz level 9 extreme, dict 64 KiB, bcj x86+arm" },
+		{ "xz,dict=100%", "xz level 6" },
+		{ "xz,dict=24K,bcj=riscv", "xz level 6, dict 24 KiB, bcj riscv" },
+		{ "lzma:9,extreme", "lzma level 9 extreme" },
+		{ "gzip,window=12", "gzip level 9, window 12" },
+		{ "gzip:5,strategy=rle+default,zlib", "gzip level 5, strategy default+rle, zlib" },
+		{ "gzip,strategy=default", "gzip level 9" },
+		{ "xz:9,extreme,dict=8K,bcj=x86+powerpc+ia64+arm+armthumb+sparc+arm64+riscv",
+		  "xz level 9 extreme, dict 8 KiB, bcj x86+powerpc+ia64+arm+armthumb+sparc+arm64+riscv" },
 	};
 	sqw_comp_config_t c;
-	char buf[48];
+	char buf[SQW_COMP_DESCRIBE_MAX];
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

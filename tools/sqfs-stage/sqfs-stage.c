@@ -73,7 +73,6 @@ static void usage(FILE *f)
 		prog);
 }
 
-/* The keys of sqfs-pack -c's compressor settings (sqfs-pack(1)). */
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct parse *p = data;
