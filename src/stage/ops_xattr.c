@@ -13,12 +13,15 @@
  * The permission bits an access ACL (the kernel's xattr form: a version
  * word, then tag, perm, id entries) stands for, if it has only the three
  * base entries, which say no more than the mode does (ext4 keeps no ACL
- * for them either).  Named users and groups cannot be stored: ENOTSUP.
+ * for them either).  A mask beside them is the group bits, as stat(2)
+ * shows, when it grants the owning group no more than its own entry did
+ * (group & mask is then the mask).  Named users and groups, or a mask
+ * wider than the group entry, cannot be stored: ENOTSUP.
  */
 static int acl_to_perm(const char *value, size_t size, mode_t *perm)
 {
 	const unsigned char *p = (const unsigned char *)value;
-	unsigned int seen = 0, tag, bits, shift;
+	unsigned int seen = 0, tag, bits, shift, group = 0, mask = 0;
 	size_t i;
 
 	if (size < 4 || (size - 4) % 8 || p[0] != 2 || p[1] || p[2] || p[3])
@@ -29,9 +32,10 @@ static int acl_to_perm(const char *value, size_t size, mode_t *perm)
 		bits = p[i + 2] | (unsigned int)p[i + 3] << 8;
 		switch (tag) {
 		case 0x01: shift = 6; break;	/* ACL_USER_OBJ */
-		case 0x04: shift = 3; break;	/* ACL_GROUP_OBJ */
+		case 0x04: shift = 3; group = bits; break;	/* ACL_GROUP_OBJ */
 		case 0x20: shift = 0; break;	/* ACL_OTHER */
-		case 0x02: case 0x08: case 0x10:	/* USER, GROUP, MASK */
+		case 0x10: shift = 32; mask = bits; break;	/* ACL_MASK */
+		case 0x02: case 0x08:		/* ACL_USER, ACL_GROUP */
 			return ENOTSUP;
 		default:
 			return EINVAL;
@@ -39,9 +43,17 @@ static int acl_to_perm(const char *value, size_t size, mode_t *perm)
 		if ((seen & tag) || bits > 7)
 			return EINVAL;
 		seen |= tag;
-		*perm |= (mode_t)bits << shift;
+		if (shift < 32)
+			*perm |= (mode_t)bits << shift;
 	}
-	return seen == 0x25 ? 0 : EINVAL;
+	if ((seen & 0x25) != 0x25)
+		return EINVAL;
+	if (seen & 0x10) {
+		if (mask & ~group)
+			return ENOTSUP;
+		*perm = (*perm & ~(mode_t)070) | (mode_t)mask << 3;
+	}
+	return 0;
 }
 
 /*

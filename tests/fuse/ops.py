@@ -368,6 +368,17 @@ check(os.stat("own").st_mode & 0o7777 == 0o4640, "base ACL as chmod: %o" % (os.s
 check(os.access("own", os.R_OK), "base ACL: access")
 expect_errno(errno.EOPNOTSUPP, os.setxattr, "own", "system.posix_acl_access", ACL_NAMED)
 check(os.stat("own").st_mode & 0o7777 == 0o4640, "refused ACL changes nothing")
+# A mask without named entries (setfacl -m m::r) is the group bits, as stat
+# shows, when it grants no more than the group entry (u::rw,g::rwx,m::r,o::x);
+# a wider one (g::r,m::rwx) cannot be told by a mode.
+def acl(*ents):
+    return b"\2\0\0\0" + b"".join(bytes([t, 0, p, 0]) + b"\377" * 4 for t, p in ents)
+os.setxattr("own", "system.posix_acl_access", acl((1, 6), (4, 7), (0x10, 4), (0x20, 1)))
+check(os.stat("own").st_mode & 0o7777 == 0o4641, "mask ACL as chmod: %o" % (os.stat("own").st_mode & 0o7777))
+expect_errno(errno.EOPNOTSUPP, os.setxattr, "own", "system.posix_acl_access",
+             acl((1, 6), (4, 4), (0x10, 7), (0x20, 0)))
+check(os.stat("own").st_mode & 0o7777 == 0o4641, "refused mask ACL changes nothing")
+os.setxattr("own", "system.posix_acl_access", ACL_BASE)
 expect_errno(errno.ENODATA, os.getxattr, "own", "system.posix_acl_access")
 expect_errno(errno.ENODATA, os.getxattr, ".", "system.posix_acl_default")
 expect_errno(errno.EOPNOTSUPP, os.setxattr, ".", "system.posix_acl_default", ACL_BASE)
