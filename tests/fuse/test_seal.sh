@@ -86,6 +86,19 @@ wait_daemon 0
 mountpoint -q "$M" && fail "still mounted after sqfs-seal of a symlink to it" ||
 	ok "sqfs-seal of a symlink to the mountpoint unmounted it"
 rm -f "$WORK/link"
+# another FUSE file system whose root carries the attribute (squashfuse of an
+# image of a sealed tree): refused by its mount type, not unmounted, no wait
+need_cmd squashfuse mksquashfs
+mksquashfs "$WORK/plain" "$WORK/fake.sqfs" -quiet -no-progress -xattrs >/dev/null
+mkdir -p "$WORK/fakem"
+squashfuse "$WORK/fake.sqfs" "$WORK/fakem" || fail "squashfuse $WORK/fake.sqfs"
+MOUNTS+=("$WORK/fakem")
+[[ $(getfattr --only-values -n user.sqfs-stage.seal "$WORK/fakem" 2>/dev/null) == *pid* ]] ||
+	fail "squashfuse does not show the root's user.sqfs-stage.seal"
+expect_exit 1 "fakem: not a sqfs-stage mount (a fuse.squashfuse mount)" timeout 20 "$SEAL" "$WORK/fakem"
+mountpoint -q "$WORK/fakem" && ok "a squashfuse mount is left mounted by sqfs-seal" ||
+	fail "sqfs-seal unmounted a squashfuse mount"
+fusermount3 -u "$WORK/fakem"
 
 # --- a second mount over a live one would hide its tree: refused ---
 IMG=$WORK/first.sqfs

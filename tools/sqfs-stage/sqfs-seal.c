@@ -263,15 +263,33 @@ static void report_errno(const char *mnt, int e)
 	free(c);
 }
 
+struct top {
+	const char *where;	/* the mountpoint, resolved */
+	char type[64];		/* the type of the last mount there: the one on top */
+};
+
+static int top_type(const char *mnt, const char *type, const char *src, void *arg)
+{
+	struct top *t = arg;
+
+	(void)src;
+	if (!strcmp(mnt, t->where))
+		snprintf(t->type, sizeof(t->type), "%s", type);
+	return 0;
+}
+
 /*
- * The root of a FUSE mount (inode 1), before its xattr is asked: elsewhere
- * user.sqfs-stage.seal is an attribute like any other (a plain directory,
- * or one inside the mount that a copied tree gave it).
+ * The root of a FUSE mount (inode 1) of type fuse.sqfs-stage, before its
+ * xattr is asked: elsewhere user.sqfs-stage.seal is an attribute like any
+ * other (a plain directory, one inside the mount that a copied tree gave
+ * it, or the root of another FUSE file system showing an image of one,
+ * whose "pid" we would wait on for good).
  */
 static int is_stage_root(const char *mnt)
 {
 	struct statfs sf;
 	struct stat st;
+	struct top t = { .where = NULL };
 	int ret = fuse_root(mnt, &st, &sf);
 
 	if (ret < 0) {
@@ -282,6 +300,15 @@ static int is_stage_root(const char *mnt)
 		fprintf(stderr, "%s: %s: not a sqfs-stage mount%s\n", prog, mnt,
 			sf.f_type == FUSE_SUPER_MAGIC && S_ISDIR(st.st_mode) ?
 			" (a directory inside one? give its mountpoint)" : "");
+		return 0;
+	}
+	/* Without a mount table (no /proc) the xattr is all there is to go on. */
+	t.where = realpath(mnt, NULL);
+	if (t.where)
+		cli_mounts_each(top_type, &t);
+	free((char *)t.where);
+	if (t.type[0] && strcmp(t.type, "fuse.sqfs-stage")) {
+		fprintf(stderr, "%s: %s: not a sqfs-stage mount (a %s mount)\n", prog, mnt, t.type);
 		return 0;
 	}
 	return 1;
