@@ -203,18 +203,22 @@ int cli_publish_commit(struct cli_publish *p)
 			goto out;
 		p->anon = 0;	/* named now: abort removes p->tmp */
 	}
-	if (close(p->fd)) {
-		ret = -errno;
-		p->fd = -1;
-		goto out;
-	}
-	p->fd = -1;
+	/*
+	 * No call links a file over an existing name, so a kill -9 between
+	 * linkat and rename leaves p->tmp: the two calls come back to back.
+	 */
 	if (!renamed && rename(p->tmp, p->target)) {
 		ret = -errno;
 		goto out;
 	}
 	free(p->tmp);
 	p->tmp = NULL;
+	if (close(p->fd)) {
+		ret = -errno;
+		p->fd = -1;
+		goto out;
+	}
+	p->fd = -1;
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		if (fsync(dfd) && errno != EINVAL)
