@@ -44,6 +44,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	int ret;
 
 	conn->max_write = STAGE_IO_SIZE;
+	/* libfuse 3.14 ends the session unless init repeats the mount option. */
+	if (s->max_read)
+		conn->max_read = s->max_read;
 	conn->time_gran = 1;
 	/*
 	 * With passthrough, writes rarely come here, and a spliced request

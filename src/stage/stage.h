@@ -198,6 +198,7 @@ struct stage {
 	int datafd;
 	int spoolfd;		/* holds the flock that makes the spool ours */
 	int foreground;
+	unsigned max_read;	/* -o max_read (0: none), which init must repeat */
 	/* nodes and entries are carved from here (node.c) */
 	struct slab slab;
 	/* ino table */

@@ -45,6 +45,13 @@ expect_exit 1 "spool=$M/: must not be inside the mountpoint" timeout 20 "$STAGE"
 mountpoint -q "$M" && fail "mounted after a start-up error"
 [[ -z $(ls -A "$WORK" | grep spool) ]] && ok "no spool left by start-up errors" ||
 	fail "spool left by a start-up error"
+# FUSE options are checked first: a usage error is exit 2 even before a
+# mountpoint that does not exist, and leaves no spool
+expect_exit 2 "unknown option(s): \`--bogus'" "$STAGE" --bogus "$WORK/i.sqfs" "$WORK/nodir"
+expect_exit 2 "unknown option(s): \`-o bogus_opt'" "$STAGE" -o bogus_opt "$WORK/i.sqfs" "$WORK/nodir"
+expect_exit 2 "max_read: give a number of bytes" "$STAGE" -o max_read=0 "$WORK/i.sqfs" "$M"
+[[ -z $(ls -A "$WORK" | grep spool) && ! -e $WORK/i.sqfs ]] && ok "no spool, no image after FUSE option errors" ||
+	fail "a FUSE option error left a spool or an image"
 expect_exit 2 "MOUNTPOINT" "$SEAL"
 expect_exit 2 "" "$SEAL" --bogus "$M"
 expect_exit 1 "not a sqfs-stage mount" "$SEAL" "$WORK"
@@ -99,6 +106,21 @@ expect_exit 1 "fakem: not a sqfs-stage mount (a fuse.squashfuse mount)" timeout 
 mountpoint -q "$WORK/fakem" && ok "a squashfuse mount is left mounted by sqfs-seal" ||
 	fail "sqfs-seal unmounted a squashfuse mount"
 fusermount3 -u "$WORK/fakem"
+
+# --- -o max_read: reads through the daemon in pieces that size, then sealed
+# (libfuse 3.14 ended the session at once unless init repeated it) ---
+IMG=$WORK/maxread.sqfs
+stage_mount "$IMG" "$M" -o max_read=4096,no_passthrough
+head -c 300001 /dev/urandom >"$WORK/rnd"
+cp "$WORK/rnd" "$M/f"
+echo 3 >/proc/sys/vm/drop_caches
+cmp -s "$WORK/rnd" "$M/f" && ok "-o max_read=4096: the file reads back" ||
+	fail "-o max_read=4096: the file does not read back"
+"$SEAL" --quiet "$M" || fail "seal of the max_read mount"
+wait_daemon 0
+rm -rf "$WORK/mr" && unsquashfs -q -d "$WORK/mr" "$IMG" >/dev/null &&
+	cmp -s "$WORK/rnd" "$WORK/mr/f" && ok "-o max_read=4096: sealed, unsquashfs reads it" ||
+	fail "-o max_read=4096: image wrong"
 
 # --- a second mount over a live one would hide its tree: refused ---
 IMG=$WORK/first.sqfs

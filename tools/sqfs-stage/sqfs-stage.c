@@ -173,6 +173,18 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		p->s->no_background = 1;
 		return 0;
 	}
+	if (!strcmp(k, "max_read")) {
+		uint64_t v;
+
+		if (cli_parse_u64(val, UINT32_MAX, &v) || !v) {
+			fprintf(stderr, "%s: -o max_read: give a number of bytes, not '%s'\n",
+				prog, val ? val : "");
+			p->bad = 1;
+			return -1;
+		}
+		p->s->max_read = (unsigned)v;
+		return 1;
+	}
 	if (!strcmp(k, "allow_other")) {
 		p->allow_other = 1;
 		return 1;
@@ -235,6 +247,42 @@ static int check_image(struct stage *s, const char *image)
 	ret = 0;
 out:
 	free(c);
+	return ret;
+}
+
+/*
+ * The FUSE options parsed as the mount will parse them, before anything is
+ * checked or made: a usage error is exit 2 whatever else is wrong (a
+ * mountpoint that does not exist), and no spool is made for it.
+ */
+static int check_fuse_args(const struct fuse_args *args, const char *mnt)
+{
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_cmdline_opts fo;
+	struct fuse_session *se = NULL;
+	int i, ret = -1;
+
+	memset(&fo, 0, sizeof(fo));
+	/* libfuse resolves the mountpoint here: "/" stands in for it. */
+	for (i = 0; i < args->argc; i++) {
+		const char *a = args->argv[i];
+
+		if (i && !strcmp(a, mnt) && strcmp(args->argv[i - 1], "-o"))
+			a = "/";
+		if (fuse_opt_add_arg(&copy, a))
+			goto out;
+	}
+	if (fuse_parse_cmdline(&copy, &fo))
+		goto out;
+	se = fuse_session_new(&copy, &stage_ops, sizeof(stage_ops), NULL);
+	ret = se ? 0 : 1;
+	if (se)
+		fuse_session_destroy(se);
+out:
+	if (ret < 0)
+		fprintf(stderr, "%s: out of memory\n", prog);
+	free(fo.mountpoint);
+	fuse_opt_free_args(&copy);
 	return ret;
 }
 
@@ -655,6 +703,13 @@ int main(int argc, char **argv)
 	if (cli_opts_finish(&s.opts, msg, sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
 		status = CLI_EXIT_USAGE;
+		goto out_free;
+	}
+	ret = check_fuse_args(&args, p.mnt);
+	if (ret) {
+		if (ret > 0)
+			fprintf(stderr, "%s: invalid FUSE options\nTry '%s --help'.\n", prog, prog);
+		status = ret > 0 ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 		goto out_free;
 	}
 	s.file_max = sqw_file_size_max(s.opts.img.comp.block_size);
