@@ -92,6 +92,8 @@ int cli_mounts_each(int (*fn)(const char *mnt, const char *type, const char *src
 
 /* RLIMIT_NOFILE's soft limit up to its hard limit. */
 void cli_fd_limit_raise(void);
+/* Load libgcc_s, which pthread_cancel needs, while descriptors are free. */
+void cli_unwinder_preload(void);
 
 double cli_now(void);
 int cli_parse_size(const char *s, uint64_t *out);

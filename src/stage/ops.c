@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <syslog.h>
 
@@ -36,6 +37,24 @@ int stage_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 	err = -pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return err;
+}
+
+void stage_fd_shortage(struct stage *s, int err)
+{
+	struct rlimit rl = { 0, 0 };
+
+	if (__atomic_exchange_n(&s->fd_short_logged, 1, __ATOMIC_RELAXED))
+		return;
+	if (err == ENFILE) {
+		stage_log(s, LOG_WARNING, "the system's table of open files is full (ENFILE): "
+			  "requests fail until files are closed (see fs.file-max)");
+		return;
+	}
+	getrlimit(RLIMIT_NOFILE, &rl);
+	stage_log(s, LOG_WARNING, "out of file descriptors (EMFILE, limit %llu): requests "
+		  "fail until files are closed; every file open in the mount holds one "
+		  "here, so mount with a higher limit (ulimit -n; the daemon takes the "
+		  "hard limit)", (unsigned long long)rl.rlim_cur);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -144,7 +163,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 	(void)ino;
 	if (fstatvfs(s->datafd, &sv)) {
-		fuse_reply_err(req, errno);
+		reply_err(req, errno);
 		return;
 	}
 	lock(s);
@@ -164,7 +183,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	lock(s);
 	n = stage_get(s, ino);
 	unlock(s);
-	fuse_reply_err(req, n ? 0 : ENOENT);
+	reply_err(req, n ? 0 : ENOENT);
 }
 
 const struct fuse_lowlevel_ops stage_ops = {

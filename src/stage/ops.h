@@ -69,12 +69,23 @@ static inline struct fhandle *FH(struct fuse_file_info *fi)
 	return (struct fhandle *)(uintptr_t)fi->fh;
 }
 
+/* ops.c: logs, once a mount, that descriptors ran out (a caller sees only EMFILE). */
+void stage_fd_shortage(struct stage *s, int err);
+
+/* Every error reply goes here: a shortage of descriptors is the daemon's to report. */
+static inline void reply_err(fuse_req_t req, int err)
+{
+	if (err == EMFILE || err == ENFILE)
+		stage_fd_shortage(S(req), err);
+	fuse_reply_err(req, err);
+}
+
 static inline void reply_value(fuse_req_t req, const void *v, size_t len, size_t size)
 {
 	if (!size)
 		fuse_reply_xattr(req, len);
 	else if (len > size)
-		fuse_reply_err(req, ERANGE);
+		reply_err(req, ERANGE);
 	else
 		fuse_reply_buf(req, v, len);
 }

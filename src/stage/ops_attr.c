@@ -30,7 +30,7 @@ void stage_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	unlock(s);
 	if (!n)
-		fuse_reply_err(req, ENOENT);
+		reply_err(req, ENOENT);
 	else
 		fuse_reply_attr(req, &st, STAGE_TIMEOUT);
 }
@@ -220,7 +220,7 @@ out:
 		node_stat(n, &st);
 	unlock(s);
 	if (err)
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 	else
 		fuse_reply_attr(req, &st, STAGE_TIMEOUT);
 }

@@ -23,7 +23,7 @@ void stage_op_seal(fuse_req_t req, size_t size)
 	 * rewrite IMAGE: the seal is the mounting user's (and root's).
 	 */
 	if (ctx->uid != 0 && ctx->uid != getuid()) {
-		fuse_reply_err(req, EACCES);
+		reply_err(req, EACCES);
 		return;
 	}
 	if (!size) {
@@ -46,7 +46,7 @@ void stage_op_seal(fuse_req_t req, size_t size)
 		msg = NULL;
 	}
 	if (!val)
-		fuse_reply_err(req, ENOMEM);
+		reply_err(req, ENOMEM);
 	else
 		reply_value(req, val, strlen(val), size);
 	free(val);

@@ -92,7 +92,7 @@ void stage_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!err && !h)
 		err = ENOMEM;
 	if (err) {
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 		return;
 	}
 	h->ino = ino;
@@ -122,13 +122,13 @@ void stage_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		err = dh_fill(s, h);
 		unlock(s);
 		if (err) {
-			fuse_reply_err(req, -err);
+			reply_err(req, -err);
 			return;
 		}
 	}
 	buf = malloc(size ? size : 1);
 	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+		reply_err(req, ENOMEM);
 		return;
 	}
 	for (i = off < 0 ? 0 : (size_t)off; i < h->n; i++) {
@@ -151,7 +151,7 @@ void stage_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	(void)ino;
 	dh_clear(h);
 	free(h);
-	fuse_reply_err(req, 0);
+	reply_err(req, 0);
 }
 
 /* The journal holds the directory's entries: making it durable is enough. */
@@ -166,7 +166,7 @@ void stage_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)datasync;
 	(void)fi;
 	if (s->no_sync) {
-		fuse_reply_err(req, ENOSYS);
+		reply_err(req, ENOSYS);
 		return;
 	}
 	lock(s);
@@ -174,5 +174,5 @@ void stage_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	unlock(s);
 	if (!err)
 		err = stage_op_flush_both(s, -1, 0, &p);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }

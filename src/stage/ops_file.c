@@ -94,7 +94,7 @@ void stage_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		err = open_handle(s, n, -1, fi);
 	unlock(s);
 	if (err)
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 	else
 		fuse_reply_open(req, fi);
 }
@@ -127,7 +127,7 @@ void stage_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	unlock(s);
 	if (err)
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 	else
 		fuse_reply_create(req, &e, fi);
 }
@@ -193,7 +193,7 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	(void)ino;
 	/* As a file system's maximum file size: a short write, then EFBIG. */
 	if (off < 0 || (uint64_t)off >= s->file_max) {
-		fuse_reply_err(req, EFBIG);
+		reply_err(req, EFBIG);
 		return;
 	}
 	if (out.buf[0].size > s->file_max - (uint64_t)off)
@@ -203,7 +203,7 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	out.buf[0].pos = off;
 	res = fuse_buf_copy(&out, in, 0);
 	if (res < 0) {
-		fuse_reply_err(req, (int)-res);
+		reply_err(req, (int)-res);
 		return;
 	}
 	data_changed(s, h, (uint64_t)off, (uint64_t)res, fi->writepage);
@@ -214,7 +214,7 @@ void stage_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	(void)fi;
-	fuse_reply_err(req, 0);
+	reply_err(req, 0);
 }
 
 /* h is closed: count it so, fold what passthrough wrote.  Lock held. */
@@ -253,7 +253,7 @@ void stage_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	release_locked(s, h);
 	unlock(s);
 	free(h);
-	fuse_reply_err(req, 0);
+	reply_err(req, 0);
 }
 
 /*
@@ -312,7 +312,7 @@ void stage_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	/* The kernel then answers every later fsync itself (volatile.c). */
 	if (s->no_sync) {
-		fuse_reply_err(req, ENOSYS);
+		reply_err(req, ENOSYS);
 		return;
 	}
 	/* Its name and attributes: the journal, which holds all changes so far. */
@@ -322,7 +322,7 @@ void stage_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	unlock(s);
 	if (!err)
 		err = stage_op_flush_both(s, FH(fi)->fd, datasync, &p);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }
 
 void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
@@ -331,16 +331,16 @@ void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	(void)ino;
 	if (!(mode & FALLOC_FL_KEEP_SIZE) &&
 	    (off < 0 || len < 0 || (uint64_t)off + (uint64_t)len > S(req)->file_max)) {
-		fuse_reply_err(req, EFBIG);
+		reply_err(req, EFBIG);
 		return;
 	}
 	if (fallocate(FH(fi)->fd, mode, off, len)) {
-		fuse_reply_err(req, errno);
+		reply_err(req, errno);
 		return;
 	}
 	/* Punching or zeroing can change the size's block too. */
 	data_changed(S(req), FH(fi), (uint64_t)off, (uint64_t)len, 0);
-	fuse_reply_err(req, 0);
+	reply_err(req, 0);
 }
 
 void stage_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
@@ -351,7 +351,7 @@ void stage_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	(void)ino;
 	r = lseek(FH(fi)->fd, off, whence);
 	if (r < 0)
-		fuse_reply_err(req, errno);
+		reply_err(req, errno);
 	else
 		fuse_reply_lseek(req, r);
 }

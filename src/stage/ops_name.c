@@ -77,7 +77,7 @@ void stage_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	err = get_dir(s, parent, name, &dir);
 	if (err) {
 		unlock(s);
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 		return;
 	}
 	d = dir_find(dir, name, strlen(name));
@@ -137,7 +137,7 @@ void stage_op_readlink(fuse_req_t req, fuse_ino_t ino)
 		t = strdup(n->target);
 	unlock(s);
 	if (!n || !t)
-		fuse_reply_err(req, !n ? ENOENT : S_ISLNK(n->mode) ? ENOMEM : EINVAL);
+		reply_err(req, !n ? ENOENT : S_ISLNK(n->mode) ? ENOMEM : EINVAL);
 	else
 		fuse_reply_readlink(req, t);
 	free(t);
@@ -224,7 +224,7 @@ nomem:
 static void reply_made(fuse_req_t req, int err, struct fuse_entry_param *e)
 {
 	if (err)
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 	else
 		fuse_reply_entry(req, e);
 }
@@ -240,7 +240,7 @@ void stage_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
 		break;
 	default:
-		fuse_reply_err(req, EINVAL);
+		reply_err(req, EINVAL);
 		return;
 	}
 	if (!S_ISCHR(mode) && !S_ISBLK(mode))
@@ -299,7 +299,7 @@ void stage_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	s->gen++;
 out:
 	unlock(s);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }
 
 void stage_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -328,7 +328,7 @@ void stage_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	s->gen++;
 out:
 	unlock(s);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }
 
 /* Is a the directory d or one of its ancestors? */
@@ -446,7 +446,7 @@ void stage_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!err)
 		s->gen++;
 	unlock(s);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }
 
 void stage_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,

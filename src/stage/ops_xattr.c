@@ -84,7 +84,7 @@ static void acl_chmod(fuse_req_t req, fuse_ino_t ino, const char *value, size_t 
 	/* The kernel does not expect a setxattr to change the mode it caches. */
 	if (!err && s->se)
 		fuse_lowlevel_notify_inval_inode(s->se, ino, -1, 0);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }
 
 /* After a set or a removal: journal it; the inode's ctime moves. */
@@ -106,7 +106,7 @@ void stage_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	/* Only the root's are the control channel (ops_ctl.c). */
 	if (ino == FUSE_ROOT_ID &&
 	    (!strcmp(name, STAGE_SEAL_XATTR) || !strcmp(name, STAGE_STATUS_XATTR))) {
-		fuse_reply_err(req, EPERM);
+		reply_err(req, EPERM);
 		return;
 	}
 	if (!strcmp(name, ACL_ACCESS)) {
@@ -115,7 +115,7 @@ void stage_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 	err = xattr_name_check(name);
 	if (err) {
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 		return;
 	}
 	lock(s);
@@ -128,7 +128,7 @@ void stage_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			xattr_changed(s, n, name, value, size, 0);
 	}
 	unlock(s);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }
 
 void stage_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -151,12 +151,12 @@ void stage_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 	/* No ACL beyond the mode is ever kept (see acl_chmod). */
 	if (!strcmp(name, ACL_ACCESS) || !strcmp(name, ACL_DEFAULT)) {
-		fuse_reply_err(req, ENODATA);
+		reply_err(req, ENODATA);
 		return;
 	}
 	err = xattr_name_check(name);
 	if (err) {
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 		return;
 	}
 	lock(s);
@@ -176,7 +176,7 @@ void stage_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 	unlock(s);
 	if (err)
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 	else
 		reply_value(req, copy, len, size);
 	free(copy);
@@ -213,7 +213,7 @@ void stage_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	unlock(s);
 	if (err)
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 	else
 		reply_value(req, buf, len, size);
 	free(buf);
@@ -230,12 +230,12 @@ void stage_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	 * (as ext4 answers; tar and cp -a clear default ACLs of directories).
 	 */
 	if (!strcmp(name, ACL_ACCESS) || !strcmp(name, ACL_DEFAULT)) {
-		fuse_reply_err(req, 0);
+		reply_err(req, 0);
 		return;
 	}
 	err = xattr_name_check(name);
 	if (err) {
-		fuse_reply_err(req, err);
+		reply_err(req, err);
 		return;
 	}
 	lock(s);
@@ -252,5 +252,5 @@ void stage_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 			xattr_changed(s, n, name, NULL, 0, 1);
 	}
 	unlock(s);
-	fuse_reply_err(req, err);
+	reply_err(req, err);
 }

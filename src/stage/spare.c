@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "stage/stage.h"
@@ -28,7 +29,12 @@
  * up), so that it makes files in runs: a wakeup per CREATE is a futex call
  * in the request's path and, on a VM, an interrupt to the other vCPU.
  */
-#define SPARE_LOW (SPARE_MAX / 2)
+#define SPARE_LOW(sp) ((sp)->max / 2)
+/*
+ * Spares hold descriptors that requests may need more: under a low
+ * RLIMIT_NOFILE they take no more than this share of it (none below 32).
+ */
+#define SPARE_FD_SHARE 32
 
 struct spare {
 	fuse_ino_t ino;
@@ -43,6 +49,7 @@ struct stage_spare {
 	pthread_cond_t made;	/* to a take waiting for the number being made */
 	int stop;
 	int failing;		/* the last create failed: wait for the next take */
+	size_t max;		/* kept ready: SPARE_MAX, or fewer under a low fd limit */
 	fuse_ino_t floor;	/* numbers below are taken or passed by */
 	fuse_ino_t next;	/* the next number the helper makes */
 	fuse_ino_t making;	/* being made now; 0: none */
@@ -84,7 +91,7 @@ static void *spare_main(void *arg)
 			pthread_mutex_lock(&sp->lock);
 			continue;
 		}
-		if (sp->count < SPARE_MAX && !sp->failing) {
+		if (sp->count < sp->max && !sp->failing) {
 			fuse_ino_t ino = sp->next > sp->floor ? sp->next : sp->floor;
 			int fd;
 
@@ -141,7 +148,7 @@ int stage_spare_take(struct stage *s, fuse_ino_t ino)
 	if (ino + 1 > sp->floor)
 		sp->floor = ino + 1;
 	sp->failing = 0;
-	if (sp->count <= SPARE_LOW || sp->ndrop >= SPARE_DROP / 2)
+	if (sp->count <= SPARE_LOW(sp) || sp->ndrop >= SPARE_DROP / 2)
 		pthread_cond_signal(&sp->wake);
 	pthread_mutex_unlock(&sp->lock);
 	return fd;
@@ -150,13 +157,20 @@ int stage_spare_take(struct stage *s, fuse_ino_t ino)
 int stage_spare_start(struct stage *s)
 {
 	struct stage_spare *sp;
+	struct rlimit rl;
+	size_t max = SPARE_MAX;
 	int err;
 
 	if (s->spare || s->datafd < 0)
 		return 0;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur / SPARE_FD_SHARE < max)
+		max = rl.rlim_cur / SPARE_FD_SHARE;
+	if (!max)
+		return 0;
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)
 		return -ENOMEM;
+	sp->max = max;
 	sp->datafd = s->datafd;
 	sp->floor = s->next_ino;
 	pthread_mutex_init(&sp->lock, NULL);

@@ -249,6 +249,7 @@ struct stage {
 	 * superblock went, so no file of the mount is open any more (atomic).
 	 */
 	int conn_gone;
+	int fd_short_logged;	/* EMFILE or ENFILE reported once (atomic) */
 	/* The last removal of security.capability: whose, by whom (ops_xattr.c). */
 	fuse_ino_t capdrop_ino;
 	pid_t capdrop_pid;

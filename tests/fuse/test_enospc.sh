@@ -16,7 +16,12 @@
 #      stays writable, rm inside the mount frees the space (staged data and
 #      its background-compressed blocks alike) and the retried seal works;
 #   3. a 1 MiB file system for both: the journal takes no more than a
-#      sixteenth of it ahead, a 589 KB file stages and the seal fits.
+#      sixteenth of it ahead, a 589 KB file stages and the seal fits;
+#   4. kill -9 with the spool full, then --recover on the full file system;
+#   5. a daemon out of descriptors (ulimit -n 24): creates fail with EMFILE,
+#      the daemon's log says so once, and once the files are closed the
+#      mount stages, seals and exits 0 (it aborted at unmount when glibc
+#      could not load libgcc_s for pthread_cancel).
 # (ENOSPC in an image directory on its own is test_seal.sh's.)
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
@@ -329,6 +334,54 @@ if mountpoint -q "$M"; then
 	check_image "recovered on a full spool" "$WORK/four.sqfs" "$EXP"
 else
 	fail "no recovery on a full spool: $(tail -n 2 "$WORK/daemon.log")"
+fi
+
+# --- 5: out of descriptors ----------------------------------------------------
+M=$WORK/m5
+mkdir -p "$M"
+(ulimit -n 24 && exec "$STAGE" -f -o "$SOPTS" "$WORK/five.sqfs" "$M") >"$WORK/five.log" 2>&1 &
+DPID=$!
+DAEMONS+=("$DPID")
+MOUNTS+=("$M")
+for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+mountpoint -q "$M" || fail "no mount under ulimit -n 24: $(tail -n 2 "$WORK/five.log")"
+hold() { # PREFIX: open files in the mount until one fails; print "COUNT ERRNO"
+	python3 - "$M" "$1" <<'PY'
+import errno, os, sys
+fds = []
+for i in range(1, 200):
+    try:
+        fds.append(os.open("%s/%s%d" % (sys.argv[1], sys.argv[2], i), os.O_WRONLY | os.O_CREAT, 0o644))
+    except OSError as e:
+        print(len(fds), errno.errorcode.get(e.errno, e.errno))
+        break
+else:
+    print(len(fds), "none")
+for fd in fds:
+    os.write(fd, b"held\n")
+    os.close(fd)
+PY
+}
+res=$(hold h)
+[[ $res == [1-9]*" EMFILE" ]] && ok "files held open until the daemon ran out: $res" ||
+	fail "holding files open in a daemon limited to 24 descriptors: $res"
+res2=$(hold g)
+[[ $res2 == *" EMFILE" ]] && ok "out of descriptors again: $res2" || fail "second round: $res2"
+n=$(grep -c "out of file descriptors (EMFILE, limit 24)" "$WORK/five.log" || true)
+[[ $n == 1 ]] && ok "the daemon's log names EMFILE and the limit, once" ||
+	fail "EMFILE logged $n times: $(cat "$WORK/five.log")"
+# A close returns before the kernel's release reaches the daemon: give it time.
+for ((i = 0; i < 50; i++)); do echo after 2>/dev/null >"$M/after" && break; sleep 0.1; done
+[[ -s $M/after ]] && ok "a create works once the files are closed" || fail "create after EMFILE"
+if "$SEAL" --quiet "$M" 2>"$WORK/err"; then
+	wait_daemon 0
+	grep -q "libgcc_s" "$WORK/five.log" && fail "libgcc_s: $(cat "$WORK/five.log")"
+	want=$(( ${res%% *} + ${res2%% *} + 1 ))
+	got=$(unsquashfs -lln "$WORK/five.sqfs" 2>/dev/null | grep -c ' squashfs-root/[hg][0-9]*$\| squashfs-root/after$' || true)
+	[[ $got == "$want" ]] && ok "sealed: the $want files created are all in the image" ||
+		fail "image holds $got of the $want files created"
+else
+	fail "sqfs-seal after EMFILE: $(cat "$WORK/err")"
 fi
 
 finish

@@ -765,6 +765,7 @@ int main(int argc, char **argv)
 		goto out_spool;
 	}
 	cli_fd_limit_raise();
+	cli_unwinder_preload();
 	if (stage_init(&s, getuid(), getgid())) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out_spool;
