@@ -129,7 +129,11 @@ static void op_destroy(void *userdata)
 	 */
 	if (s->gen != s->sealed_gen || (s->last_summary && !stage_image_is_sealed(s))) {
 		ret = stage_seal(s, &msg);
-		if (ret) {
+		if (ret && stage_spool_gone(s)) {
+			stage_log(s, LOG_ERR, "sealing %s at unmount failed: %s; %s is left as "
+				  "it was: stage the tree again", s->image,
+				  msg ? msg : "out of memory", s->image);
+		} else if (ret) {
 			stage_log(s, LOG_ERR,
 				  "sealing %s at unmount failed: %s; the staged tree is kept in %s: "
 				  "fix the cause, then 'sqfs-stage --recover %s %s MOUNTPOINT' and "

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "stage/ops.h"
@@ -193,6 +194,14 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (fd < 0) {
 			err = errno;
 			stage_maybe_free(s, n);
+			/* Not "no such file": the file being made is not what is missing. */
+			if (err == ENOENT && stage_spool_gone(s)) {
+				if (!s->spool_gone_logged++)
+					stage_log(s, LOG_ERR, "the spool %s was removed while "
+						  "mounted: the staged data is gone; creates fail "
+						  "with EIO, and no image can be sealed", s->spool);
+				err = EIO;
+			}
 			return err;
 		}
 	}

@@ -440,6 +440,12 @@ int stage_seal(struct stage *s, char **out)
 		*out = strdup(s->last_summary);
 		return *out ? 0 : -1;
 	}
+	if (stage_spool_gone(s)) {
+		fail(&c, "the spool %s was removed while mounted (by a cleaner of old "
+		     "files?): the staged data is gone, and no image can be made from it",
+		     s->spool);
+		goto fail;
+	}
 	if (check_tree(&c, s->root, 0))
 		goto fail;
 	/* By default the image shares the spool's file system. */

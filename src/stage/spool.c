@@ -188,3 +188,12 @@ void stage_remove_spool(struct stage *s)
 	}
 	rmdir(s->spool);
 }
+
+int stage_spool_gone(const struct stage *s)
+{
+	struct stat st;
+
+	if (s->datafd >= 0 && !fstat(s->datafd, &st) && !st.st_nlink)
+		return 1;
+	return s->spoolfd >= 0 && !fstat(s->spoolfd, &st) && !st.st_nlink;
+}

@@ -250,6 +250,7 @@ struct stage {
 	 */
 	int conn_gone;
 	int fd_short_logged;	/* EMFILE or ENFILE reported once (atomic) */
+	unsigned spool_gone_logged;	/* under lock */
 	/* The last removal of security.capability: whose, by whom (ops_xattr.c). */
 	fuse_ino_t capdrop_ino;
 	pid_t capdrop_pid;
@@ -516,6 +517,11 @@ int stage_spool_make(struct stage *s, const char *where, char *msg, size_t len);
 int stage_spool_open(struct stage *s, const char *where, char *msg, size_t len);
 /* Remove the spool directory and everything in it. */
 void stage_remove_spool(struct stage *s);
+/*
+ * 1 when the spool directory or its data directory was removed behind our
+ * back (a cleaner of old files in /tmp): the staged data is gone.
+ */
+int stage_spool_gone(const struct stage *s);
 
 /* volatile.c: SPOOL/volatile, the mark of a spool whose fsyncs flush nothing. */
 int stage_volatile_mark(struct stage *s);	/* durable before returning */

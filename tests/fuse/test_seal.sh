@@ -604,4 +604,26 @@ expect_exit 1 "pseudo definition 'dev/x c 644 0 0 1 3' (.*unfit-pseudo.txt:1): a
 	"$STAGE" -o pseudo_file="$WORK/unfit-pseudo.txt" "$WORK/i.sqfs" "$M"
 mountpoint -q "$M" && fail "mounted although the pseudo file did not fit"
 
+# --- the spool removed while mounted: said once, EIO for creates, the seal
+# and the unmount fail saying so, IMAGE untouched ---
+IMG=$WORK/gone.sqfs
+echo old >"$IMG"
+stage_mount "$IMG" "$M"
+echo one >"$M/one"
+rm -rf "$WORK"/.gone.sqfs.spool.*
+err=
+for i in $(seq 1 100); do
+	if ! (echo "$i" >"$M/g$i") 2>"$WORK/err"; then err=$(cat "$WORK/err"); break; fi
+done
+[[ $err == *"Input/output error"* ]] && ok "a create after the spool went: EIO" ||
+	fail "creates after the spool went: '$err'"
+expect_exit 1 "the spool .* was removed while mounted" "$SEAL" "$M"
+fusermount3 -u "$M"
+wait_daemon 1
+[[ $(grep -c "was removed while mounted: the staged data is gone; creates fail" "$WORK/daemon.log") == 1 ]] &&
+	grep -q "at unmount failed: the spool .* was removed while mounted.*left as it was" "$WORK/daemon.log" &&
+	ok "the daemon logs the lost spool once, and at unmount" ||
+	fail "lost spool not logged: $(tail -n 3 "$WORK/daemon.log")"
+[[ $(cat "$IMG") == old ]] && ok "IMAGE left as it was" || fail "IMAGE changed"
+
 finish
