@@ -35,6 +35,16 @@ struct sqw_source_ops {
 	 */
 	int (*stored_block)(void *handle, uint32_t index, void *buf,
 			    uint32_t *size_word);
+	/*
+	 * Optional, asked before stored_block: where that stored form is, in
+	 * a file the source keeps open and unchanged for the whole write.
+	 * The writer then reads it straight into the image's buffer when the
+	 * block's turn comes, with no copy in between.  Returns 1 with *fd,
+	 * *off and *size_word set (*fd and *off unused for a hole), 0 when it
+	 * has none there (stored_block is asked next), or -errno.
+	 */
+	int (*stored_block_at)(void *handle, uint32_t index, int *fd, uint64_t *off,
+			       uint32_t *size_word);
 	void (*close)(void *handle);
 	/*
 	 * Optional: the stored form of a fragment block of len bytes whose
@@ -46,6 +56,9 @@ struct sqw_source_ops {
 	 */
 	int (*stored_frag)(void *ctx, const uint8_t key[16], uint32_t len,
 			   void *buf, uint32_t *size_word);
+	/* Optional, asked before stored_frag: as stored_block_at is to stored_block. */
+	int (*stored_frag_at)(void *ctx, const uint8_t key[16], uint32_t len, int *fd,
+			      uint64_t *off, uint32_t *size_word);
 	/*
 	 * Optional, SQW_OPT_REHEARSE only: a fragment block the writer
 	 * compressed, for stored_frag to return in later writes.

@@ -19,6 +19,8 @@ struct bp_job {
 #define BP_KNOWN_HOLE 2		/* allow_sparse value: in[] is not filled */
 	int stored;		/* in[] already holds the stored form and
 				 * size_word its word: nothing to compute */
+	int from_fd;		/* stored, but not in in[]: it is read from here, */
+	uint64_t from_off;	/* at this offset, as it is appended (-1: in[]) */
 
 	/* results */
 	const uint8_t *result;	/* in or out */

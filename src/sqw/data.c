@@ -93,7 +93,17 @@ static int job_done(struct writer *w, struct bp_job *j)
 	if (j->size_word & (1u << 24))
 		w->st->raw_blocks++;
 	w->st->bytes_data += j->result_len;
-	ret = outfile_append(&w->out, j->result, j->result_len);
+	if (j->from_fd >= 0 && j->result_len) {
+		int rd;
+
+		ret = outfile_append_from(&w->out, j->from_fd, j->from_off, j->result_len, &rd);
+		if (ret && rd)
+			return j->kind == JOB_DATA ?
+			       writer_fail_file(w, ret, "reading its stored blocks", j->file) :
+			       writer_fail(w, ret, "reading a stored fragment block", NULL);
+	} else {
+		ret = outfile_append(&w->out, j->result, j->result_len);
+	}
 	return ret ? writer_fail(w, ret, "writing the image", NULL) : 0;
 }
 
@@ -110,6 +120,7 @@ int data_get_job(struct writer *w, struct bp_job **out)
 		if (ret)
 			return ret;
 	}
+	j->from_fd = -1;
 	*out = j;
 	return 0;
 }
@@ -277,14 +288,23 @@ static int stored_block(struct rd *r, uint32_t b, struct bp_job *j)
 	uint32_t word;
 	int ret;
 
-	if (!w->ops->stored_block)
-		return 0;
-	ret = w->ops->stored_block(r->h, b, j->in, &word);
+	int fd = -1;
+	uint64_t off = 0;
+
+	ret = w->ops->stored_block_at ? w->ops->stored_block_at(r->h, b, &fd, &off, &word) : 0;
+	if (!ret) {
+		fd = -1;
+		if (!w->ops->stored_block)
+			return 0;
+		ret = w->ops->stored_block(r->h, b, j->in, &word);
+	}
 	if (ret <= 0)
 		return ret ? writer_fail_file(w, ret, writer_read_what(ret), r->k) : 0;
 	/* A stored hole is only valid where the image may have holes. */
 	if ((!word && !j->allow_sparse) || (word & ~(1u << 24)) > w->bs)
 		return 0;
+	j->from_fd = word ? fd : -1;
+	j->from_off = off;
 	j->stored = 1;
 	j->size_word = word;
 	if (word)

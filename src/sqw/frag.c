@@ -84,13 +84,21 @@ static int tail_read(struct writer *w, size_t k, uint32_t len, uint8_t *buf)
 static int frag_stored(struct writer *w, struct bp_job *j, const uint8_t key[16])
 {
 	uint32_t word;
-	int ret;
+	uint64_t off = 0;
+	int fd = -1, ret;
 
-	if (!w->ops->stored_frag)
-		return 0;
-	ret = w->ops->stored_frag(w->src_ctx, key, j->in_len, j->in, &word);
+	ret = w->ops->stored_frag_at ?
+	      w->ops->stored_frag_at(w->src_ctx, key, j->in_len, &fd, &off, &word) : 0;
+	if (ret <= 0) {
+		fd = -1;
+		if (!w->ops->stored_frag)
+			return 0;
+		ret = w->ops->stored_frag(w->src_ctx, key, j->in_len, j->in, &word);
+	}
 	if (ret <= 0 || !word || (word & ~(1u << 24)) > w->bs)
 		return 0;	/* a failed lookup only costs the compression */
+	j->from_fd = fd;
+	j->from_off = off;
 	j->stored = 1;
 	j->size_word = word;
 	w->st->stored_frags++;

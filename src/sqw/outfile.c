@@ -237,6 +237,37 @@ int outfile_append(struct outfile *o, const void *data, size_t len)
 	return 0;
 }
 
+int outfile_append_from(struct outfile *o, int fd, uint64_t off, size_t len, int *rd)
+{
+	size_t n;
+	int ret;
+
+	*rd = 0;
+	if (o->direct && !o->buf)
+		return drain(o);	/* a queued write failed: no buffer came back */
+	if (!o->direct && o->fill + len > o->cap && (ret = outfile_flush(o)))
+		return ret;
+	while (len) {
+		n = o->cap - o->fill < len ? o->cap - o->fill : len;
+		ret = pread_all(fd, o->buf + o->fill, n, off);
+		if (ret) {
+			*rd = 1;
+			return ret == -ENODATA ? -EIO : ret;
+		}
+		o->fill += n;
+		o->pos += n;
+		off += n;
+		len -= n;
+		if (o->fill == o->cap) {
+			ret = !o->direct ? outfile_flush(o) :
+			      o->q ? submit_full(o) : write_head(o, o->cap);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
 int outfile_read(struct outfile *o, uint64_t off, void *dst, size_t len)
 {
 	uint8_t *d = dst;

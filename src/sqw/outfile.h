@@ -23,6 +23,11 @@ int outfile_init(struct outfile *o, int fd, uint64_t start);
 int outfile_init_mode(struct outfile *o, int fd, uint64_t start, int direct);
 void outfile_cleanup(struct outfile *o);
 int outfile_append(struct outfile *o, const void *data, size_t len);
+/*
+ * len bytes of fd at off, read straight into the buffer; *rd is set when
+ * the error returned is the read's (a short read: -EIO).
+ */
+int outfile_append_from(struct outfile *o, int fd, uint64_t off, size_t len, int *rd);
 /* Everything appended is in the file and fd is in its original mode. */
 int outfile_flush(struct outfile *o);
 /* Read back bytes already appended (dedup verification). */

@@ -640,6 +640,27 @@ int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
 	return 1;
 }
 
+int stage_bg_stored_at(struct stage *s, const struct snode *n, uint32_t index,
+		       int *fd, uint64_t *off, uint32_t *word)
+{
+	const struct centry *c;
+
+	if (!s->bg || !S_ISREG(n->mode) || block_missing(n, index))
+		return 0;
+	c = &n->cblk[index];
+	if (c->off == BG_IN_FILE)
+		return 0;
+	*word = c->word;
+	*fd = s->bg->cfd;
+	*off = c->off;
+	return 1;
+}
+
+int stage_bg_store_fd(const struct stage *s)
+{
+	return s->bg ? s->bg->cfd : -1;
+}
+
 void stage_bg_status(const struct stage *s, struct stage_bg_status *st)
 {
 	memset(st, 0, sizeof(*st));

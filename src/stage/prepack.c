@@ -231,6 +231,21 @@ int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 	return 1;
 }
 
+int stage_pp_stored_at(void *ctx, const uint8_t key[16], uint32_t len, int *fd,
+		       uint64_t *off, uint32_t *word)
+{
+	struct stage *s = ctx;
+	struct kent *e = s->pp ? kstore_find(&s->pp->ks, key) : NULL;
+
+	(void)len;	/* part of the key */
+	if (!e || (*fd = stage_bg_store_fd(s)) < 0)
+		return 0;
+	e->used = s->pp->ks.serial;
+	*off = e->off;
+	*word = e->word;
+	return 1;
+}
+
 /*
  * Tail digests (snode.tdig), so that a fragment block whose tails did not
  * change since a rehearsal compressed it costs no reads at all.  A digest

@@ -84,6 +84,14 @@ static int src_stored_block(void *handle, uint32_t index, void *buf, uint32_t *w
 	return ret;
 }
 
+static int src_stored_block_at(void *handle, uint32_t index, int *fd, uint64_t *off,
+			       uint32_t *word)
+{
+	struct src *h = handle;
+
+	return h->n ? stage_bg_stored_at(h->s, h->n, index, fd, off, word) : 0;
+}
+
 static void src_close(void *handle)
 {
 	struct src *h = handle;
@@ -96,6 +104,7 @@ static const struct sqw_source_ops stage_source_ops = {
 	.open = src_open,
 	.read = src_read,
 	.next_data = src_next_data,
+	.stored_block_at = src_stored_block_at,
 	.stored_block = src_stored_block,
 	.close = src_close,
 };
@@ -429,6 +438,7 @@ int stage_seal(struct stage *s, char **out)
 	*out = NULL;
 	/* Without rehearsals there is nothing to find: no block is hashed. */
 	if (s->pp) {
+		ops.stored_frag_at = stage_pp_stored_at;
 		ops.stored_frag = stage_pp_stored;
 		ops.tail_digest = stage_pp_tail_digest;
 		ops.tail_seen = stage_pp_tail_seen;

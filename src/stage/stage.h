@@ -315,6 +315,15 @@ void stage_bg_resume(struct stage *s);
  */
 int stage_bg_stored(struct stage *s, const struct snode *n, uint32_t index,
 		    void *buf, uint32_t *word);
+/*
+ * The same without a read: 1 with where the stored form is (*fd, *off:
+ * SPOOL/blocks, unchanged while the background is paused) or a hole; 0
+ * for none, and for one stored as the file's own bytes.
+ */
+int stage_bg_stored_at(struct stage *s, const struct snode *n, uint32_t index,
+		       int *fd, uint64_t *off, uint32_t *word);
+/* SPOOL/blocks' descriptor, for reads at offsets stage_bg_append gave; -1: none. */
+int stage_bg_store_fd(const struct stage *s);
 void stage_bg_status(const struct stage *s, struct stage_bg_status *st);
 /*
  * For prepack.c, from the background thread: append a stored form to
@@ -349,6 +358,8 @@ void stage_pp_rehearse(struct stage *s);
 /* sqw_source_ops.stored_frag, tail_digest, tail_seen for the seal (ctx: the stage). */
 int stage_pp_stored(void *ctx, const uint8_t key[16], uint32_t len, void *buf,
 		    uint32_t *word);
+int stage_pp_stored_at(void *ctx, const uint8_t key[16], uint32_t len, int *fd,
+		       uint64_t *off, uint32_t *word);
 int stage_pp_tail_digest(void *ctx, void *src, uint64_t size, uint32_t len,
 			 uint8_t digest[16], uint64_t *token);
 void stage_pp_tail_seen(void *ctx, void *src, uint64_t size, uint32_t len,

@@ -2404,6 +2404,95 @@ static void test_stored_short_block(void **state)
 	}
 }
 
+/*
+ * The same raw blocks, but located in a store file (stored_block_at): in
+ * reverse order of the files, each block at an odd offset.  A store cut
+ * short fails the write, naming the read.
+ */
+static int at_fd = -1, at_cut;
+
+static int at_stored(void *h, uint32_t index, int *fd, uint64_t *off, uint32_t *word)
+{
+	struct handle *hd = h;
+	uint64_t at = (uint64_t)index * BS;
+	size_t len;
+	uint8_t *buf = malloc(BS);
+	off_t end = lseek(at_fd, 0, SEEK_END);
+
+	assert_non_null(buf);
+	assert_true(at < hd->m->size);
+	len = hd->m->size - at < BS ? (size_t)(hd->m->size - at) : BS;
+	memfile_read(hd->m, at, buf, len);
+	/* 3 junk bytes first: the writer must take exactly [off, off + len). */
+	assert_int_equal(pwrite(at_fd, "xyz", 3, end), 3);
+	assert_int_equal(pwrite(at_fd, buf, len, end + 3), (ssize_t)len);
+	free(buf);
+	*fd = at_fd;
+	*off = (uint64_t)end + 3;
+	if (at_cut && index == 1 && hd->m->size > 2 * BS)
+		*off += 1u << 20;	/* past the end of the store */
+	*word = (uint32_t)len | (1u << 24);
+	return 1;
+}
+
+/* Never asked: stored_block_at answers for every block. */
+static int at_unused(void *h, uint32_t index, void *buf, uint32_t *word)
+{
+	(void)h;
+	(void)index;
+	(void)buf;
+	(void)word;
+	fail_msg("stored_block asked although stored_block_at answered");
+	return 0;
+}
+
+static const struct sqw_source_ops ops_at_stored = {
+	.open = src_open, .read = src_read, .next_data = src_next_data,
+	.close = src_close, .stored_block_at = at_stored, .stored_block = at_unused,
+};
+
+static void test_stored_block_at(void **state)
+{
+	struct spec s[] = { FILE_("big", mf_gen(5 * BS + 100, 43, 0)),
+			    FILE_("mid", mf_gen(BS, 44, 0)),
+			    FILE_("small", mf_gen(5000, 45, 0)) };
+	static const unsigned flags[] = { 0, SQW_OPT_NO_FRAGMENTS };
+	size_t c;
+
+	(void)state;
+	for (c = 0; c < 2; c++) {
+		struct sqw_image_opts o;
+		struct out ref, at;
+		sqw_tree_t *t = build(s, 3, 0);
+
+		opts_init(&o, "zstd", BS);
+		o.flags = flags[c];
+		write_image(t, &ops_raw_stored, &o, &ref);
+		assert_int_equal(ref.ret, 0);
+		at_fd = memfd();
+		write_image(t, &ops_at_stored, &o, &at);
+		assert_int_equal(at.ret, 0);
+		assert_int_equal(at.st.stored_blocks, ref.st.stored_blocks);
+		assert_int_equal(at.size, ref.size);
+		assert_memory_equal(at.data, ref.data, ref.size);
+		check_out(&at, s, 3, &o);
+		out_free(&at);
+		close(at_fd);
+		/* A store cut short: block 1 of big is not there.  A read error, named. */
+		at_fd = memfd();
+		at_cut = 1;
+		write_image(t, &ops_at_stored, &o, &at);
+		at_cut = 0;
+		assert_int_equal(at.ret, -EIO);
+		assert_string_equal(at.err.what, "reading its stored blocks");
+		assert_non_null(strstr(at.err.path, "big"));
+		out_free(&at);
+		close(at_fd);
+		out_free(&ref);
+		sqw_tree_destroy(t);
+	}
+}
+
 /* Superblock flags, options block and tables for each codec and option. */
 static void test_superblock(void **state)
 {
@@ -3233,6 +3322,7 @@ int main(void)
 		cmocka_unit_test(test_fragment_digests),
 		cmocka_unit_test(test_fragment_digest_dedup),
 		cmocka_unit_test(test_stored_short_block),
+		cmocka_unit_test(test_stored_block_at),
 		cmocka_unit_test(test_superblock),
 		cmocka_unit_test(test_no_xattrs),
 		cmocka_unit_test(test_padding),
