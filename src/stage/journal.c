@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -77,6 +78,7 @@ struct stage_jnl {
 	uint64_t synced;	/* of them, made durable by a flush */
 	uint64_t rewrites;	/* snapshots written (each replaces fd) */
 	uint64_t snap_size;	/* of them, the snapshot it started from */
+	time_t retry_at;	/* behind: when a snapshot may next be tried */
 };
 
 static int jb_reserve(struct jbuf *b, size_t n)
@@ -126,8 +128,8 @@ static void fail(struct stage *s, int err)
 		s->jnl->err = err;
 		stage_log(s, LOG_ERR,
 			  "writing the journal in %s: %s; a crash from now on could lose staged "
-			  "metadata, and fsync reports EIO until the journal can be rewritten "
-			  "(at the next fsync or seal with room in the spool)",
+			  "metadata, and fsync reports EIO, until the journal can be rewritten "
+			  "(tried once a second as changes come, once the spool has room)",
 			  s->spool, strerror(err));
 	}
 }
@@ -325,6 +327,32 @@ static int batch_write(struct stage_jnl *j)
 	return ret;
 }
 
+/*
+ * Behind since a write failed: once the spool has room again (files were
+ * removed, in the mount or beside it), a snapshot of the tree makes the
+ * journal whole, this operation's change included.  Until then a crash
+ * loses what changed, so the next change does not wait for an fsync or a
+ * seal to try; at most once a second, as a snapshot costs a walk of the
+ * tree, and only when the spool seems to have room for one.
+ */
+static void jnl_retry(struct stage *s)
+{
+	struct stage_jnl *j = s->jnl;
+	struct timespec now;
+	struct statvfs v;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+	if (now.tv_sec < j->retry_at)
+		return;
+	j->retry_at = now.tv_sec + 1;
+	/* About 100 bytes a node and its entry; the window a megabyte more. */
+	if (!fstatvfs(j->fd, &v) &&
+	    (uint64_t)v.f_bavail * v.f_frsize < (uint64_t)s->inodes * 128 + ((uint64_t)1 << 20))
+		return;
+	if (!stage_jnl_rewrite(s))
+		stage_log(s, LOG_INFO, "the journal in %s is whole again", s->spool);
+}
+
 void stage_jnl_flush(struct stage *s)
 {
 	struct stage_jnl *j = s->jnl;
@@ -361,7 +389,11 @@ out:
 	j->ndirty = 0;
 	j->rec.len = 0;
 	j->out.len = 0;
-	if (!j->err && j->size > JNL_COMPACT_MIN && j->size / 4 > j->snap_size) {
+	if (j->err) {
+		jnl_retry(s);
+		return;
+	}
+	if (j->size > JNL_COMPACT_MIN && j->size / 4 > j->snap_size) {
 		ret = stage_jnl_rewrite(s);
 		if (ret) {
 			/* Go on appending; try again when it has doubled. */

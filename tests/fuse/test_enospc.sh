@@ -21,7 +21,10 @@
 #   5. a daemon out of descriptors (ulimit -n 24): creates fail with EMFILE,
 #      the daemon's log says so once, and once the files are closed the
 #      mount stages, seals and exits 0 (it aborted at unmount when glibc
-#      could not load libgcc_s for pthread_cancel).
+#      could not load libgcc_s for pthread_cancel);
+#   6. the journal behind after the spool filled, then room again (rm in
+#      the mount): the next changes make it whole without an fsync, so a
+#      kill -9 after them loses none of them.
 # (ENOSPC in an image directory on its own is test_seal.sh's.)
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
@@ -382,6 +385,46 @@ if "$SEAL" --quiet "$M" 2>"$WORK/err"; then
 		fail "image holds $got of the $want files created"
 else
 	fail "sqfs-seal after EMFILE: $(cat "$WORK/err")"
+fi
+
+# --- 6: the journal behind, then room again, then kill -9 ---------------------
+S=$WORK/behind
+small_fs "$S" 16m
+M=$WORK/m6
+stage_mount "$WORK/six.sqfs" "$M" -o "$SOPTS,spool=$S,no_background"
+echo precious >"$M/a"
+echo other >"$M/b"
+res=$(fill "$M/fill")
+[[ $res == ENOSPC* || $res == EIO* ]] && ok "spool filled: $res" || fail "filling the spool: $res"
+# metadata changes while full: the journal falls behind
+python3 -c "
+import os
+for i in range(5000):
+    os.chmod('$M/a', 0o600); os.chmod('$M/a', 0o644)"
+grep -q "writing the journal in .*: No space left on device" "$WORK/daemon.log" &&
+	ok "the journal fell behind" || fail "the journal did not fall behind: $(tail -n 3 "$WORK/daemon.log")"
+rm "$M/fill"
+sleep 1.2	# the retries come at most once a second
+mkdir "$M/newdir"
+ln -s target "$M/newlink"
+mv "$M/b" "$M/a"
+grep -q "the journal in .* is whole again" "$WORK/daemon.log" &&
+	ok "the journal is whole again without an fsync" || fail "the journal stayed behind: $(tail -n 3 "$WORK/daemon.log")"
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null || true
+fusermount3 -u -z "$M" 2>/dev/null || true
+spool=$(echo "$S"/.six.sqfs.spool.*)
+"$STAGE" -f -o recover="$spool" "$WORK/six.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
+DPID=$!
+DAEMONS+=("$DPID")
+for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+if mountpoint -q "$M"; then
+	[[ -d $M/newdir && $(readlink "$M/newlink") == target && ! -e $M/b && $(cat "$M/a") == other ]] &&
+		ok "recovered: every change after the room came back" ||
+		fail "recovered tree lost changes: $(ls -la "$M" | tr '\n' ' ') a=$(cat "$M/a" 2>&1)"
+	seal_wait "seal after the journal came back"
+else
+	fail "no recovery: $(tail -n 2 "$WORK/daemon.log")"
 fi
 
 finish
