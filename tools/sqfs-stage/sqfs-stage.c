@@ -73,11 +73,24 @@ static void usage(FILE *f)
 		prog);
 }
 
+/* -o KEY=N with min <= N <= max, or a message naming UNIT and -1. */
+static int opt_number(struct parse *p, const char *k, const char *val, uint64_t min,
+		      uint64_t max, const char *unit, uint64_t *v)
+{
+	if (!cli_parse_u64(val, max, v) && *v >= min)
+		return 0;
+	fprintf(stderr, "%s: -o %s: give a number of %s, not '%s'\n", prog, k, unit,
+		val ? val : "");
+	p->bad = 1;
+	return -1;
+}
+
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct parse *p = data;
 	char k[64], msg[256];
 	const char *eq, *val = NULL;
+	uint64_t v;
 	size_t klen;
 	int r;
 
@@ -158,14 +171,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	}
 	if (!strcmp(k, "prepack_max")) {
-		uint64_t v;
-
-		if (cli_parse_u64(val, SIZE_MAX, &v)) {
-			fprintf(stderr, "%s: -o prepack_max: give a number of inodes, not '%s'\n",
-				prog, val ? val : "");
-			p->bad = 1;
+		if (opt_number(p, k, val, 0, SIZE_MAX, "inodes", &v))
 			return -1;
-		}
 		p->s->prepack_max = (size_t)v;
 		return 0;
 	}
@@ -174,16 +181,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	}
 	if (!strcmp(k, "max_read")) {
-		uint64_t v;
-
-		if (cli_parse_u64(val, UINT32_MAX, &v) || !v) {
-			fprintf(stderr, "%s: -o max_read: give a number of bytes, not '%s'\n",
-				prog, val ? val : "");
-			p->bad = 1;
+		if (opt_number(p, k, val, 1, UINT32_MAX, "bytes", &v))
 			return -1;
-		}
 		p->s->max_read = (unsigned)v;
-		return 1;
+		return 1;	/* libfuse's too */
 	}
 	if (!strcmp(k, "allow_other")) {
 		p->allow_other = 1;
