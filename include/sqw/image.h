@@ -12,7 +12,11 @@
  * that runs sqw_image_write(); the worker threads never do I/O.
  */
 struct sqw_source_ops {
-	/* Open the data of a file whose node source handle is src. */
+	/*
+	 * Open the data of a file whose node source handle is src.  A source
+	 * may defer the real open to the first read or next_data, which then
+	 * return its error (-ENOENT is reported as an open's).
+	 */
 	int (*open)(void *ctx, void *src, void **handle);
 	/*
 	 * Read exactly len bytes at off (holes read as zeros); -errno, and

@@ -9,15 +9,6 @@
 
 #include "sqw/writer_i.h"
 
-/* SPDX-License-Identifier: GPL-2.0-or-later */
-/*
- * The data pass: file contents in canonical order go through the block
- * processor and land in the image in submission order.  Whole files and
- * tails are deduplicated; only sizes shared by several files are hashed,
- * and a hash match is confirmed byte for byte before sharing.
- */
-
-
 static int src_open(struct writer *w, size_t k, void **h)
 {
 	int ret = w->ops->open(w->src_ctx, w->files[k].src, h);

@@ -213,9 +213,16 @@ static inline const char *writer_open_what(int code)
 	return code == -ESTALE ? "opening: the file was replaced after the scan" : "opening";
 }
 
-/* What a failed read of a file's data was: ops->read's -ENODATA is its end. */
+/*
+ * What a failed read of a file's data was: ops->read's -ENODATA is its
+ * end.  A source may open a file at its first read (sqfs-stage does, so
+ * that files whose blocks it stored are never opened); read(2) itself
+ * never fails with ENOENT, so that is the open's.
+ */
 static inline const char *writer_read_what(int code)
 {
+	if (code == -ENOENT)
+		return "opening";
 	return code == -ENODATA ? "reading: the file shrank while it was read" : "reading";
 }
 

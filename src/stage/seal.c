@@ -34,42 +34,56 @@ struct seal_ctx {
 
 /*
  * Staged data files are named by inode number in SPOOL/data; blocks the
- * background work compressed already come from its store (bg.c).
+ * background work compressed already come from its store (bg.c).  The
+ * spool file is opened at the first read: a file whose blocks are all
+ * stored (most of them, after the background work) is never opened.
  */
 struct src {
 	void *fd;
 	struct stage *s;
 	const struct snode *n;
+	uintptr_t ino;
 };
 
 static int src_open(void *ctx, void *id, void **handle)
 {
 	struct stage *s = ctx;
 	struct src *h = malloc(sizeof(*h));
-	char name[STAGE_SPOOL_NAME_SIZE];
-	int ret;
 
 	if (!h)
 		return -ENOMEM;
-	ret = fd_source_openat(s->datafd, stage_spool_name(name, (uintptr_t)id), &h->fd);
-	if (ret) {
-		free(h);
-		return ret;
-	}
+	h->fd = NULL;
 	h->s = s;
-	h->n = stage_get(s, (fuse_ino_t)(uintptr_t)id);
+	h->ino = (uintptr_t)id;
+	h->n = stage_get(s, (fuse_ino_t)h->ino);
 	*handle = h;
 	return 0;
 }
 
+/* The writer reads a file from one thread: no lock needed. */
+static int src_fd(struct src *h)
+{
+	char name[STAGE_SPOOL_NAME_SIZE];
+
+	if (h->fd)
+		return 0;
+	return fd_source_openat(h->s->datafd, stage_spool_name(name, h->ino), &h->fd);
+}
+
 static int src_read(void *handle, uint64_t off, void *buf, size_t len)
 {
-	return fd_source_read(((struct src *)handle)->fd, off, buf, len);
+	struct src *h = handle;
+	int ret = src_fd(h);
+
+	return ret ? ret : fd_source_read(h->fd, off, buf, len);
 }
 
 static int64_t src_next_data(void *handle, uint64_t off)
 {
-	return fd_source_next_data(((struct src *)handle)->fd, off);
+	struct src *h = handle;
+	int ret = src_fd(h);
+
+	return ret ? ret : fd_source_next_data(h->fd, off);
 }
 
 static int src_stored_block(void *handle, uint32_t index, void *buf, uint32_t *word)
@@ -80,7 +94,7 @@ static int src_stored_block(void *handle, uint32_t index, void *buf, uint32_t *w
 
 	/* Stored raw: the bytes are the file's own (else the seal reads them). */
 	if (ret == 2)
-		ret = fd_source_read(h->fd, index * bs, buf, *word & ~(1u << 24)) ? 0 : 1;
+		ret = src_read(h, index * bs, buf, *word & ~(1u << 24)) ? 0 : 1;
 	return ret;
 }
 
@@ -96,7 +110,8 @@ static void src_close(void *handle)
 {
 	struct src *h = handle;
 
-	fd_source_close(h->fd);
+	if (h->fd)
+		fd_source_close(h->fd);
 	free(h);
 }
 
