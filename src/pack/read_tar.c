@@ -47,7 +47,7 @@ struct tar_ctx {
 	unsigned checked;
 	struct pack_err *err;
 	FILE *warn;
-	int keep_xattrs, warned_xattr, warned_abs, warned_acl;
+	int keep_xattrs, warned_xattr, warned_abs, warned_acl, warned_utf8;
 	struct sqw_attr dir_attr;
 	const struct pack_filter *filter;
 };
@@ -437,10 +437,11 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 			const char *m = archive_error_string(a), *name = archive_entry_pathname(e);
 
 			/* GNU tar writes such names raw into pax headers. */
-			if (m && strstr(m, "can't be converted from UTF-8"))
-				pack_warn(warn, "%s: not UTF-8 in a pax header; kept as "
-					"its bytes\n", name ? name : "?");
-			else
+			if (m && strstr(m, "can't be converted from UTF-8")) {
+				if (!c.warned_utf8++)
+					pack_warn(warn, "%s: not UTF-8 in a pax header; kept as "
+						"its bytes\n", name ? name : "?");
+			} else
 				pack_warn(warn, "%s: %s\n", name ? name : "?", m ? m : "");
 		}
 		/* ARCHIVE_RETRY (a damaged header) is an error too: e is empty. */
@@ -482,6 +483,9 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	if (!ret && warn && c.warned_xattr > 1)
 		pack_warn(warn, "%d xattrs that SquashFS cannot store were skipped in all\n",
 			c.warned_xattr);
+	if (!ret && warn && c.warned_utf8 > 1)
+		pack_warn(warn, "%d members had pax headers that were not UTF-8 in all; "
+			"kept as their bytes\n", c.warned_utf8);
 	if (!ret && warn && c.warned_acl > 1)
 		pack_warn(warn, "the ACLs of %d members were skipped in all\n",
 			c.warned_acl);

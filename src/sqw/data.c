@@ -42,6 +42,41 @@ uint64_t sqw_file_data_blocks(unsigned flags, uint32_t block_size, uint64_t size
 	       (size % block_size && !uses_frag(flags, block_size, size) ? 1 : 0);
 }
 
+/*
+ * A data block's size word joins its file's list.  Jobs finish in order, so
+ * a file's words arrive together, its first block first: the list is made
+ * then, and a hole after a hole lengthens the run.
+ */
+static int block_word_add(struct writer *w, const struct bp_job *j)
+{
+	struct wfile *f = &w->files[j->file];
+	int ret;
+
+	if (w->nblockw > UINT32_MAX - 4)
+		return -EFBIG;
+	ret = array_reserve((void **)&w->blockw, &w->blockw_cap,
+			    (size_t)w->nblockw + 4, sizeof(*w->blockw));
+	if (ret)
+		return ret;
+	if (j->index == 0) {
+		f->blk = w->nblockw + 2;
+		w->nblockw += 2;
+		wfile_set_blocks_start(w, f, UINT64_MAX);
+		w->blockw_run = 0;
+	}
+	if (j->size_word) {
+		w->blockw[w->nblockw++] = j->size_word;
+		w->blockw_run = 0;
+	} else if (w->blockw_run) {
+		w->blockw[w->blockw_run + 1]++;
+	} else {
+		w->blockw_run = w->nblockw;
+		w->blockw[w->nblockw++] = 0;
+		w->blockw[w->nblockw++] = 1;
+	}
+	return 0;
+}
+
 /* Hand one finished job to the image, in sequence order. */
 static int job_done(struct writer *w, struct bp_job *j)
 {
@@ -66,7 +101,10 @@ static int job_done(struct writer *w, struct bp_job *j)
 	} else {
 		struct wfile *f = &w->files[j->file];
 
-		w->blockw[f->blk + j->index] = j->size_word;
+		ret = block_word_add(w, j);
+		if (ret)
+			return writer_fail_file(w, ret, ret == -EFBIG ? "too many data blocks" :
+						"allocating", j->file);
 		if (j->size_word == 0) {
 			uint64_t *v = u64map_get(&w->sparse, (uint64_t)j->file + 1, &isnew);
 
@@ -392,28 +430,11 @@ static int file_write(struct writer *w, size_t k, unsigned level)
 		w->st->progress_bytes += size;
 		goto out;
 	}
-	if (w->flags & SQW_OPT_REHEARSE) {
+	/* A duplicate takes the words of the file it matches (after the data pass). */
+	if (w->flags & SQW_OPT_REHEARSE)
 		w->st->progress_bytes += size - size % w->bs;
-	} else {
-		/*
-		 * A duplicate takes the words of the file it matches: room for
-		 * new ones only, after two for where its data starts.
-		 */
-		if (nblocks > UINT32_MAX - 2 - w->nblockw) {
-			ret = writer_fail_file(w, -EFBIG, "too many data blocks", k);
-			goto out;
-		}
-		ret = array_reserve((void **)&w->blockw, &w->blockw_cap,
-				    (size_t)w->nblockw + 2 + nblocks, sizeof(*w->blockw));
-		if (ret) {
-			ret = writer_fail_file(w, ret, "allocating", k);
-			goto out;
-		}
-		n->blk = w->nblockw + 2;
-		w->nblockw += 2 + nblocks;
-		wfile_set_blocks_start(w, n, UINT64_MAX);
+	else
 		ret = file_blocks(w, k, nblocks, &r);
-	}
 	if (!ret && frag)
 		ret = frag_tail_add(w, k, &r, level);
 out:

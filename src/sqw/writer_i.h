@@ -51,6 +51,8 @@ struct wfile {
 	/*
 	 * Its first size word in w->blockw, where the two words before hold
 	 * where its data starts (wfile_blocks_start()); 0: no data blocks.
+	 * A run of holes is two words, 0 and its length (data words are never
+	 * 0), so a sparse file's holes take no room (blockw_next()).
 	 */
 	uint32_t blk;
 	uint32_t frag_index;
@@ -145,6 +147,7 @@ struct writer {
 	size_t frag_count, frag_cap;
 	uint32_t *blockw;		/* every file's block size words */
 	uint32_t nblockw;
+	uint32_t blockw_run;		/* the last file's trailing run of holes, or 0 */
 	size_t blockw_cap;
 	struct u64map sparse;		/* 1 + file -> bytes of holes, where any */
 	struct u64map size_count;	/* file size -> files of that size */

@@ -11,6 +11,24 @@
 
 #include "stage/ops.h"
 
+/*
+ * An error longer than the caller's buffer (a path nested 4096 levels deep
+ * in names of 24 bytes is 100 KB) would come back as ERANGE, or E2BIG from
+ * the kernel at 64 KiB, and name nothing: keep its start and its end (the
+ * leaf and what went wrong), which fit.
+ */
+static void error_fit(char *val, size_t size)
+{
+	static const char cut[] = " [...] ";
+	size_t len = strlen(val), head = 512, tail;
+
+	if (len <= size || size < 2 * head)
+		return;
+	tail = size - head - (sizeof(cut) - 1);
+	memcpy(val + head, cut, sizeof(cut) - 1);
+	memmove(val + head + sizeof(cut) - 1, val + len - tail, tail + 1);
+}
+
 void stage_op_seal(fuse_req_t req, size_t size)
 {
 	struct stage *s = S(req);
@@ -40,6 +58,8 @@ void stage_op_seal(fuse_req_t req, size_t size)
 		stage_log(s, LOG_ERR, "seal of %s failed: %s", s->image, msg ? msg : "out of memory");
 		if (asprintf(&val, "error: %s", msg ? msg : "out of memory") < 0)
 			val = NULL;
+		else
+			error_fit(val, size);
 	} else {
 		stage_log(s, LOG_INFO, "sealed %s", s->image);
 		val = msg;

@@ -5,16 +5,19 @@
 
 int array_reserve(void **arr, size_t *cap, size_t need, size_t size)
 {
-	size_t ncap = *cap ? *cap : 8;
+	size_t ncap = *cap < 8 ? 8 : *cap + *cap / 2;
 	size_t bytes;
 	void *p;
 
 	if (need <= *cap)
 		return 0;
-	while (ncap < need) {
-		if (__builtin_mul_overflow(ncap, 2, &ncap))
-			return -ENOMEM;
-	}
+	/*
+	 * By half again, or to exactly what is asked when that is more: one
+	 * file's block list of a billion words must not be rounded up to the
+	 * next power of two (and zeroed).
+	 */
+	if (ncap < *cap || ncap < need)
+		ncap = need;
 	if (__builtin_mul_overflow(ncap, size, &bytes))
 		return -ENOMEM;
 	p = realloc(*arr, bytes);

@@ -78,13 +78,39 @@ find "$SRC" -exec touch -h -d @1650000000 {} +
 
 # wait_rehearsed SECONDS: until a rehearsal saw the tree in $M as it is and
 # the thread is idle, or the time is up; leaves the last status in st.
+# Share of the CPU time idle since the previous call, in percent, in $idle_pct.
+idle_prev=()
+cpu_idle_sample() {
+	local -a c
+	local v total=0 idle
+	read -r -a c </proc/stat	# cpu user nice system idle iowait irq softirq steal
+	idle=$((c[4] + c[5]))
+	for v in "${c[@]:1:8}"; do total=$((total + v)); done
+	idle_pct=100
+	if [[ ${#idle_prev[@]} -eq 2 && $total -gt ${idle_prev[1]} ]]; then
+		idle_pct=$(((idle - idle_prev[0]) * 100 / (total - idle_prev[1])))
+	fi
+	idle_prev=("$idle" "$total")
+}
+
+# Wait until a rehearsal is current, for up to SECS seconds in which the
+# CPUs were at least 30% idle (the default rehearses from 15%): load from
+# outside the test (another suite, a busy CI host) extends the wait, up to
+# three times SECS, instead of failing it.  $idle_note says what was seen.
 wait_rehearsed() {
-	local i
-	for ((i = 0; i < $1 * 10; i++)); do
+	local start=$SECONDS last=$SECONDS idle_s=0
+	cpu_idle_sample
+	while ((idle_s < $1 && SECONDS - start < 3 * $1)); do
 		st=$(status "$M")
-		[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && return 0
+		[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
 		sleep 0.1
+		if ((SECONDS > last)); then
+			cpu_idle_sample
+			((idle_pct >= 30)) && idle_s=$((idle_s + SECONDS - last))
+			last=$SECONDS
+		fi
 	done
+	idle_note="after $((SECONDS - start)) s, $idle_s s of them with the CPUs at least 30% idle"
 	return 0
 }
 
@@ -290,7 +316,7 @@ pre=$(field "$st" prepacked_fragments)
 if [[ $(field "$st" rehearsal_current) == True && $pre -gt 0 ]]; then
 	ok "a rehearsal compressed $pre fragment blocks"
 else
-	fail "no rehearsal within 30 s: $st"
+	fail "no rehearsal $idle_note: $st"
 fi
 # Changes in two directories, then the seal at once (most likely before
 # the next rehearsal): the image must still be sqfs-pack's.
@@ -391,7 +417,7 @@ wait_rehearsed 60
 if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
 	ok "default: a rehearsal once the CPUs are idle"
 else
-	fail "default: no rehearsal within 60 s of idle CPUs: $st"
+	fail "default: no rehearsal of idle CPUs $idle_note: $st"
 fi
 out=$("$SEAL" --json "$M")
 wait_daemon 0
@@ -417,17 +443,19 @@ done
 stage_mount "$WORK/h.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
 cp -a "$SMALL/." "$M/"
 find "$M" -exec touch -h -d @1650000000 {} +
+cpu_idle_sample
 for ((i = 0; i < 300; i++)); do
 	st=$(status "$M")
 	[[ $(field "$st" rehearsals) -gt 0 ]] && break
 	sleep 0.1
 done
+cpu_idle_sample	# the failure says how idle the machine was
 kill "${BURN[@]}"
 wait "${BURN[@]}" 2>/dev/null || true
 if [[ $(field "$st" rehearsals) -gt 0 ]]; then
 	ok "default: rehearsed while the CPUs were 60% busy ($(field "$st" rehearsals_deferred) looks put off)"
 else
-	fail "default: no rehearsal within 30 s while the CPUs were 60% busy: $st"
+	fail "default: no rehearsal within 30 s while the CPUs were 60% busy ($idle_pct% idle in all): $st"
 fi
 out=$("$SEAL" --json "$M")
 wait_daemon 0
@@ -460,7 +488,7 @@ wait_rehearsed 30
 if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
 	ok "prepack_max=100: rehearsed once $(find "$M" | wc -l) inodes were left"
 else
-	fail "prepack_max=100: no rehearsal within 30 s of a small tree: $st"
+	fail "prepack_max=100: no rehearsal of a small tree $idle_note: $st"
 fi
 out=$("$SEAL" --json "$M")
 wait_daemon 0
