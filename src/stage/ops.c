@@ -181,13 +181,18 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct stage *s = S(req);
 	struct snode *n;
+	int err = ENOENT;
 
-	(void)mask;
-	/* Only the mounting user gets here, and acts as root of the tree. */
+	/*
+	 * Only the mounting user gets here, and acts as root of the tree: as
+	 * root, everything but executing a file that no one may execute.
+	 */
 	lock(s);
 	n = stage_get(s, ino);
+	if (n)
+		err = (mask & X_OK) && !S_ISDIR(n->mode) && !(n->mode & 0111) ? EACCES : 0;
 	unlock(s);
-	reply_err(req, n ? 0 : ENOENT);
+	reply_err(req, err);
 }
 
 const struct fuse_lowlevel_ops stage_ops = {

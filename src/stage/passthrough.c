@@ -359,11 +359,14 @@ int stage_pt_open(struct stage *s, struct snode *n, int *fdp, int flags, int *sh
 		/*
 		 * The mode the inode keeps until its last close.  O_DIRECT
 		 * would reach the spool file as it is, with its alignment
-		 * rules.  Read-write opens are what shared writable mappings
-		 * start from, and those could write after the close unseen:
-		 * they stay with us, and their files keep background work.
+		 * rules.  The kernel's backing file takes the open's flags
+		 * once: an fcntl(F_SETFL) that clears O_APPEND would not reach
+		 * it, and the writes would still append.  Read-write opens
+		 * are what shared writable mappings start from, and those
+		 * could write after the close unseen: they stay with us, and
+		 * their files keep background work.
 		 */
-		if (!(flags & O_DIRECT) && (flags & O_ACCMODE) != O_RDWR) {
+		if (!(flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDWR) {
 			memset(&map, 0, sizeof(map));
 			map.fd = e->fd;
 			e->id = ioctl(pt->fd, PT_IOC_BACKING_OPEN, &map);

@@ -409,5 +409,14 @@ os.removexattr("own", "user.sqfs-stage.seal")
 sv = os.statvfs(".")
 check(sv.f_bsize > 0 and sv.f_namemax == 256, "statfs")
 check(os.access("own", os.R_OK | os.W_OK), "access")
+# The mounting user acts as root: all but executing what no one may execute.
+os.mkdir("acc_d", 0)
+for mode, want in ((0o644, False), (0o000, False), (0o100, True), (0o010, True), (0o001, True)):
+    write("acc_f", b"#!/bin/sh\n", mode)
+    check(os.access("acc_f", os.X_OK) == want, f"access X_OK on a {mode:04o} file: {not want}")
+    check(os.access("acc_f", os.R_OK | os.W_OK), f"access R_OK|W_OK on a {mode:04o} file")
+    os.unlink("acc_f")
+check(os.access("acc_d", os.R_OK | os.W_OK | os.X_OK), "access rwx on a 0000 directory")
+os.rmdir("acc_d")
 
 sys.exit(1 if bad else 0)

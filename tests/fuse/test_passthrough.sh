@@ -116,6 +116,22 @@ with open(p, "rb") as f:
     data = f.read()
 check(len(data) == 5020 and data.endswith(b"1" * 10 + b"2" * 10), "O_APPEND from two handles")
 
+# An O_APPEND open goes through the daemon: the kernel's backing file would
+# keep appending after an fcntl(F_SETFL) cleared the flag.
+import fcntl
+q = os.path.join(root, "unappend")
+with open(q, "wb") as f:
+    f.write(b"0123456789")
+fd = os.open(q, os.O_WRONLY | os.O_APPEND)
+fcntl.fcntl(fd, fcntl.F_SETFL, 0)
+os.pwrite(fd, b"W", 0)
+os.lseek(fd, 5, os.SEEK_SET)
+os.write(fd, b"X")
+os.close(fd)
+got = open(q, "rb").read()
+check(got == b"W1234X6789", "O_APPEND cleared by F_SETFL, then pwrite at 0 and write at 5: %r" % got)
+os.unlink(q)
+
 # O_TRUNC through an open of a passthrough file
 with open(p, "wb") as f:
     f.write(b"short")
