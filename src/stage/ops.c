@@ -147,6 +147,8 @@ static void op_destroy(void *userdata)
 			  "it was (sqfs-seal writes the empty tree's image)", s->image);
 	}
 	unlock(s);
+	/* IMAGE is written for good: a new mount of it may begin. */
+	stage_claim_release(s);
 	/* After the seal, which takes the blocks stored so far. */
 	stage_bg_stop(s);
 	lock(s);

@@ -197,6 +197,7 @@ struct stage {
 	char *datadir;		/* spool/data */
 	int datafd;
 	int spoolfd;		/* holds the flock that makes the spool ours */
+	int claimfd;		/* the claim on IMAGE (claim.c), or -1 */
 	int foreground;
 	unsigned max_read;	/* -o max_read (0: none), which init must repeat */
 	/* nodes and entries are carved from here (node.c) */
@@ -257,6 +258,13 @@ struct stage {
 };
 
 /* node.c */
+/*
+ * claim.c: IMAGE is this process's to write until stage_claim_release()
+ * or its exit.  -EBUSY: another process's, *holder its pid (0 if unknown).
+ */
+int stage_claim_image(struct stage *s, pid_t *holder);
+void stage_claim_release(struct stage *s);
+
 int stage_init(struct stage *s, uid_t uid, gid_t gid);
 void stage_free(struct stage *s);
 struct snode *stage_get(struct stage *s, fuse_ino_t ino);

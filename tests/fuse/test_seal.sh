@@ -604,6 +604,18 @@ expect_exit 1 "pseudo definition 'dev/x c 644 0 0 1 3' (.*unfit-pseudo.txt:1): a
 	"$STAGE" -o pseudo_file="$WORK/unfit-pseudo.txt" "$WORK/i.sqfs" "$M"
 mountpoint -q "$M" && fail "mounted although the pseudo file did not fit"
 
+# "--" ends the options, so a MOUNTPOINT may begin with "-" (our own -o
+# options go before it)
+mkdir -p "$WORK/-dash"
+MOUNTS+=("$WORK/-dash")
+if (cd "$WORK" && "$STAGE" -o comp=lz4 -- dash.sqfs -dash 2>"$WORK/err") &&
+	echo dashed >"$WORK/-dash/f" && (cd "$WORK" && "$SEAL" --quiet -- -dash) &&
+	[[ $(unsquashfs -cat "$WORK/dash.sqfs" f 2>&1) == dashed ]]; then
+	ok "sqfs-stage -- IMAGE -MOUNTPOINT, sqfs-seal -- -MOUNTPOINT"
+else
+	fail "sqfs-stage -- IMAGE -MOUNTPOINT: $(cat "$WORK/err")"
+fi
+
 # --- the spool removed while mounted: said once, EIO for creates, the seal
 # and the unmount fail saying so, IMAGE untouched ---
 IMG=$WORK/gone.sqfs
@@ -625,5 +637,26 @@ wait_daemon 1
 	ok "the daemon logs the lost spool once, and at unmount" ||
 	fail "lost spool not logged: $(tail -n 3 "$WORK/daemon.log")"
 [[ $(cat "$IMG") == old ]] && ok "IMAGE left as it was" || fail "IMAGE changed"
+
+# --- fusermount3 -u returns before the daemon has sealed: until it has, a new
+# mount of the same IMAGE is refused (its image would be replaced by the
+# older tree's), naming the daemon; once it has exited, the new mount works ---
+IMG=$WORK/claim.sqfs
+stage_mount "$IMG" "$M"
+echo older >"$M/older"
+OLD=$DPID
+kill -STOP "$OLD"	# as if its seal took long
+fusermount3 -u "$M"
+expect_exit 1 "claim.sqfs: still being written by the sqfs-stage daemon (pid $OLD) of an unmounted mount" \
+	"$STAGE" "$IMG" "$M"
+mountpoint -q "$M" && fail "mounted over an image another daemon still writes"
+kill -CONT "$OLD"
+wait_daemon 0
+stage_mount "$IMG" "$M"
+echo newer >"$M/newer"
+"$SEAL" --quiet "$M" || fail "seal after the older daemon exited"
+wait_daemon 0
+list=$(unsquashfs -l "$IMG" 2>&1 | grep -o 'squashfs-root/[a-z]*$' | tr '\n' ' ')
+[[ $list == "squashfs-root/newer " ]] && ok "the image is the newer mount's" || fail "the image holds: $list"
 
 finish

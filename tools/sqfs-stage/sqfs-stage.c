@@ -376,9 +376,53 @@ static int same_image(const char *mnt, const char *type, const char *src, void *
 	return -1;
 }
 
+/* An option of ours goes before a "--" of the user's, after which all are names. */
+static int add_fuse_opt(struct fuse_args *args, const char *opt)
+{
+	int i;
+
+	for (i = 1; i < args->argc; i++)
+		if (!strcmp(args->argv[i], "--"))
+			return fuse_opt_insert_arg(args, i, opt);
+	return fuse_opt_add_arg(args, opt);
+}
+
 static int check_image_free(struct stage *s)
 {
 	return cli_mounts_each(same_image, s);
+}
+
+/*
+ * Also a daemon unmounted but still sealing the same IMAGE (fusermount3 -u
+ * returns at once) would replace the image this mount seals.  One that has
+ * sealed and is on its way out lets go within moments: it gets 3 s.
+ */
+static int claim_image(struct stage *s)
+{
+	pid_t holder;
+	int ret, i;
+
+	for (i = 0; i < 30; i++) {
+		ret = stage_claim_image(s, &holder);
+		if (ret != -EBUSY)
+			break;
+		usleep(100000);
+	}
+	if (ret == -EBUSY) {
+		char who[32] = "";
+
+		if (holder)
+			snprintf(who, sizeof(who), " (pid %ld)", (long)holder);
+		fprintf(stderr, "%s: %s: still being written by the sqfs-stage daemon%s of an "
+			"unmounted mount; wait for it to exit, or choose another IMAGE\n", prog,
+			s->image, who);
+		return -1;
+	}
+	if (ret) {
+		fprintf(stderr, "%s: %s: claiming the image: %s\n", prog, s->image, strerror(-ret));
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -660,6 +704,7 @@ int main(int argc, char **argv)
 	s.prepack_max = STAGE_PREPACK_MAX;
 	s.datafd = -1;
 	s.spoolfd = -1;
+	s.claimfd = -1;
 	s.final_status = CLI_EXIT_FAIL;
 	/* Every exit goes through out_free: no leaks, also on usage errors. */
 	if (cli_opts_init(&s.opts, msg, sizeof(msg))) {
@@ -716,10 +761,10 @@ int main(int argc, char **argv)
 	s.file_max = sqw_file_size_max(s.opts.img.comp.block_size);
 	if (s.file_max > STAGE_FILE_CAP)
 		s.file_max = STAGE_FILE_CAP;
-	if (p.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions"))
+	if (p.allow_other && add_fuse_opt(&args, "-odefault_permissions"))
 		goto out_free;
 	if (check_image(&s, p.image) || check_image_free(&s) || check_mountpoint(p.mnt) ||
-	    check_outside(&s, p.mnt, p.recover ? NULL : p.spool))
+	    check_outside(&s, p.mnt, p.recover ? NULL : p.spool) || claim_image(&s))
 		goto out_free;
 	{
 		/* libfuse's option syntax: ',' separates, '\\' escapes. */
@@ -736,12 +781,12 @@ int main(int argc, char **argv)
 			*q++ = *c;
 		}
 		*q = '\0';
-		ret = fuse_opt_add_arg(&args, fsname);
+		ret = add_fuse_opt(&args, fsname);
 		free(fsname);
 		if (ret)
 			goto out_free;
 	}
-	if (fuse_opt_add_arg(&args, "-osubtype=sqfs-stage"))
+	if (add_fuse_opt(&args, "-osubtype=sqfs-stage"))
 		goto out_free;
 	if (fuse_parse_cmdline(&args, &fo)) {
 		fprintf(stderr, "Try '%s --help'.\n", prog);
