@@ -114,7 +114,8 @@ int cli_publish_open(struct cli_publish *p, const char *target, int follow)
 		}
 		have = S_ISREG(st.st_mode);
 	}
-	if (asprintf(&p->tmp, "%s/.%s.tmpXXXXXX", dir, basename(copy)) < 0) {
+	/* Within NAME_MAX whatever the target's name: only the suffix must be unique. */
+	if (asprintf(&p->tmp, "%s/.%.*s.tmpXXXXXX", dir, NAME_MAX - 11, basename(copy)) < 0) {
 		p->tmp = NULL;
 		e = -ENOMEM;
 		goto fail;

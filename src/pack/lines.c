@@ -17,6 +17,7 @@ int pack_read_lines(const char *path, int (*fn)(void *ctx, char *line, size_t no
 
 	if (!in)
 		return -errno;
+	errno = 0;
 	while (!ret && (len = getline(&line, &cap, in)) >= 0) {
 		no++;
 		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -26,8 +27,9 @@ int pack_read_lines(const char *path, int (*fn)(void *ctx, char *line, size_t no
 		if (*p && *p != '#')
 			ret = fn(ctx, line, no);
 	}
+	/* getline's own errno (a directory's EISDIR), not a vague EIO. */
 	if (!ret && ferror(in))
-		ret = -EIO;
+		ret = errno ? -errno : -EIO;
 	free(line);
 	fclose(in);
 	return ret;

@@ -89,7 +89,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	stage_log(s, LOG_INFO, "staging %s in %s; if this daemon dies, remount the tree "
-		  "with: sqfs-stage --recover %s IMAGE MOUNTPOINT", s->image, s->spool, s->spool);
+		  "with: sqfs-stage --recover %s %s %s", s->image, s->spool, s->spool, s->image,
+		  s->mnt ? s->mnt : "MOUNTPOINT");
 	/* Here, after daemonising: the thread must live in the daemon. */
 	if (!s->no_background && (ret = stage_bg_start(s)))
 		stage_log(s, LOG_WARNING,
@@ -136,9 +137,10 @@ static void op_destroy(void *userdata)
 		} else if (ret) {
 			stage_log(s, LOG_ERR,
 				  "sealing %s at unmount failed: %s; the staged tree is kept in %s: "
-				  "fix the cause, then 'sqfs-stage --recover %s %s MOUNTPOINT' and "
-				  "'sqfs-seal MOUNTPOINT'",
-				  s->image, msg ? msg : "out of memory", s->spool, s->spool, s->image);
+				  "fix the cause, then 'sqfs-stage --recover %s %s %s' and "
+				  "'sqfs-seal %s'",
+				  s->image, msg ? msg : "out of memory", s->spool, s->spool, s->image,
+				  s->mnt ? s->mnt : "MOUNTPOINT", s->mnt ? s->mnt : "MOUNTPOINT");
 		} else {
 			stage_log(s, LOG_INFO, "sealed %s at unmount: %s", s->image, msg);
 		}

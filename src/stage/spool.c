@@ -96,8 +96,9 @@ int stage_spool_make(struct stage *s, const char *where, char *msg, size_t len)
 			  strerror(err));
 		goto out;
 	}
-	if (asprintf(&s->spool, "%s/.%s.spool.XXXXXX", strcmp(dir, "/") ? dir : "",
-		     basename(c2)) < 0) {
+	/* Within NAME_MAX whatever IMAGE's name: only the suffix must be unique. */
+	if (asprintf(&s->spool, "%s/.%.*s.spool.XXXXXX", strcmp(dir, "/") ? dir : "",
+		     NAME_MAX - 14, basename(c2)) < 0) {
 		s->spool = NULL;
 		goto nomem;
 	}

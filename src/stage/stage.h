@@ -193,6 +193,7 @@ struct stage {
 	pthread_cond_t released;	/* signalled when a writer closes */
 	struct cli_opts opts;
 	char *image;		/* absolute */
+	const char *mnt;	/* the mountpoint, absolute (for messages) */
 	char *spool;		/* absolute spool directory */
 	char *datadir;		/* spool/data */
 	int datafd;

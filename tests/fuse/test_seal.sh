@@ -604,6 +604,17 @@ expect_exit 1 "pseudo definition 'dev/x c 644 0 0 1 3' (.*unfit-pseudo.txt:1): a
 	"$STAGE" -o pseudo_file="$WORK/unfit-pseudo.txt" "$WORK/i.sqfs" "$M"
 mountpoint -q "$M" && fail "mounted although the pseudo file did not fit"
 
+# IMAGE names up to 255 bytes: the spool directory beside it (".NAME.spool.
+# XXXXXX") shortens NAME to fit; a longer one is refused as such.
+long=$(printf 'l%.0s' $(seq 250)).sqfs
+stage_mount "$WORK/$long" "$M" -o comp=lz4
+echo long >"$M/f"
+"$SEAL" --quiet "$M" && [[ $(unsquashfs -cat "$WORK/$long" f 2>&1) == long ]] &&
+	ok "an IMAGE named with 255 bytes" || fail "an IMAGE named with 255 bytes"
+wait_daemon 0
+rm -f "$WORK/$long"
+expect_exit 1 "IMAGE's name is longer than 255 bytes" "$STAGE" "$WORK/x$long" "$M"
+
 # "--" ends the options, so a MOUNTPOINT may begin with "-" (our own -o
 # options go before it)
 mkdir -p "$WORK/-dash"

@@ -119,6 +119,8 @@ usage_error() { # LABEL PATTERN ARGS...
 usage_error "empty pattern" "--exclude ''" -e '' "$S" "$WORK/u.sqfs"
 usage_error "pattern of only '/'" "--exclude '/'" -e / "$S" "$WORK/u.sqfs"
 usage_error "missing --exclude-from file" "no-such-file" --exclude-from "$WORK/no-such-file" "$S" "$WORK/u.sqfs"
+usage_error "--exclude-from a directory" "--exclude-from $S: Is a directory" --exclude-from "$S" "$S" "$WORK/u.sqfs"
+usage_error "--pseudo-file a directory" "--pseudo-file $S: Is a directory" --pseudo-file "$S" "$S" "$WORK/u.sqfs"
 printf 'ok\n//\n' >"$WORK/bad-excludes"
 usage_error "--exclude-from with a bad line" "line 2" --exclude-from "$WORK/bad-excludes" "$S" "$WORK/u.sqfs"
 usage_error "--one-file-system with --tar" "one-file-system" --tar -x "$WORK/u.sqfs"

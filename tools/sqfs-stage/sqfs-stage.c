@@ -228,6 +228,11 @@ static int check_image(struct stage *s, const char *image)
 		fprintf(stderr, "%s: %s: IMAGE must name a file\n", prog, image);
 		goto out;
 	}
+	if (strlen(base) > NAME_MAX) {
+		fprintf(stderr, "%s: %s: IMAGE's name is longer than %d bytes\n", prog, image,
+			NAME_MAX);
+		goto out;
+	}
 	/* The seal writes through a symbolic link, to the file it names. */
 	e = cli_publish_target(image, &s->image);
 	if (e) {
@@ -876,6 +881,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: cannot set signal handlers\n", prog);
 		goto out_session;
 	}
+	s.mnt = fo.mountpoint;
 	if (fuse_session_mount(se, fo.mountpoint)) {
 		fprintf(stderr, "%s: cannot mount %s\n", prog, fo.mountpoint);
 		/*
