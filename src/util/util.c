@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <stdint.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -18,7 +19,8 @@ int array_reserve(void **arr, size_t *cap, size_t need, size_t size)
 	 */
 	if (ncap < *cap || ncap < need)
 		ncap = need;
-	if (__builtin_mul_overflow(ncap, size, &bytes))
+	/* No allocator hands out more than PTRDIFF_MAX bytes (ASan reports the ask). */
+	if (__builtin_mul_overflow(ncap, size, &bytes) || bytes > PTRDIFF_MAX)
 		return -ENOMEM;
 	p = realloc(*arr, bytes);
 	if (!p)
