@@ -159,6 +159,7 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct snode *dir, *n;
 	gid_t gid = ctx->gid;
 	char sname[STAGE_SPOOL_NAME_SIZE];
+	struct stat sst;
 	int err, fd = -1;
 
 	err = get_dir(s, parent, name, &dir);
@@ -189,6 +190,14 @@ int stage_op_make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (S_ISREG(mode)) {
 		stage_spool_name(sname, n->ino);
 		fd = stage_spare_take(s, n->ino);
+		/*
+		 * A spool removed behind our back took the spool files made
+		 * ahead with it: the create must fail as those made now do.
+		 */
+		if (fd >= 0 && (fstat(fd, &sst) || !sst.st_nlink)) {
+			close(fd);
+			fd = -1;
+		}
 		if (fd < 0)
 			fd = openat(s->datafd, sname, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 		if (fd < 0) {
