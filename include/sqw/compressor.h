@@ -143,6 +143,15 @@ const char *sqw_comp_versions(void);
 /* Create a compressor; NULL with *err set (-ENOMEM, -ENOTSUP, -EINVAL). */
 sqw_compressor_t *sqw_compressor_create(const sqw_comp_config_t *cfg, int *err);
 
+/*
+ * The compressor for metadata blocks (inodes, directories, the tables), as
+ * mksquashfs makes it: without the tuning meant for data (gzip strategies,
+ * xz BCJ filters: a filter only a newer kernel decodes would cost whole
+ * inodes, not one file's data), and for xz and lzma an 8 KiB dictionary,
+ * the size of a metadata block.
+ */
+sqw_compressor_t *sqw_compressor_create_meta(const sqw_comp_config_t *cfg, int *err);
+
 static inline void sqw_compressor_destroy(sqw_compressor_t *c)
 {
 	if (c)

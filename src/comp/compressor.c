@@ -166,6 +166,28 @@ sqw_compressor_t *sqw_compressor_create(const sqw_comp_config_t *cfg, int *err)
 	return comp_factories[cfg->id](cfg, err);
 }
 
+sqw_compressor_t *sqw_compressor_create_meta(const sqw_comp_config_t *cfg, int *err)
+{
+	sqw_comp_config_t m;
+
+	if (!cfg)
+		return sqw_compressor_create(cfg, err);
+	m = *cfg;
+	m.block_size = SQW_COMP_META_BLOCK;
+	switch (m.id) {
+	case SQW_COMP_GZIP:
+		m.opt.gzip.strategies = SQW_GZIP_DEFAULT;
+		break;
+	case SQW_COMP_XZ:
+		m.opt.xz.filters = 0;
+		m.opt.xz.dict_size = 0;	/* the block size */
+		break;
+	default:
+		break;
+	}
+	return sqw_compressor_create(&m, err);
+}
+
 int sqw_comp_best_of(sqw_compressor_t *c, sqw_comp_try_fn try_fn,
 		     uint32_t mask, const uint8_t *in, size_t in_len,
 		     uint8_t *out, size_t limit,

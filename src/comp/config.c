@@ -178,14 +178,19 @@ static int key_known(enum sqw_comp_id id, const struct tok *k)
 	return 0;
 }
 
+static int tok_is_key(const struct tok *k)
+{
+	for (int id = SQW_COMP_GZIP; id <= SQW_COMP_ZSTD; id++)
+		if (key_known((enum sqw_comp_id)id, k))
+			return 1;
+	return 0;
+}
+
 int sqw_comp_is_key(const char *key)
 {
 	struct tok k = { key, strlen(key) };
 
-	for (int id = SQW_COMP_GZIP; id <= SQW_COMP_ZSTD; id++)
-		if (key_known((enum sqw_comp_id)id, &k))
-			return 1;
-	return 0;
+	return tok_is_key(&k);
 }
 
 static int apply_key(sqw_comp_config_t *c, const char *name,
@@ -240,8 +245,13 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 	struct tok t, v, *vp;
 	const char *p = spec, *name, *dummy;
 	char nbuf[8] = "";
+	static const char *const all_keys[] = {
+		"window", "strategy", "zlib", "dict", "bcj", "extreme", "hc", "algorithm",
+	};
 	int id, ret, have_level = 0;
+	unsigned seen = 0;
 	uint32_t n;
+	int i;
 
 	if (!msg)
 		msg = &dummy;
@@ -267,8 +277,9 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 	if (*p == ':') {
 		t.p = p + 1;
 		t.len = strcspn(t.p, ",:");
-		if (!memchr(t.p, '=', t.len) && !tok_is(&t, "extreme") &&
-		    !(id != SQW_COMP_LZ4 && tok_is(&t, "hc"))) {
+		/* A key there (gzip:zlib, xz:extreme) leaves the default level. */
+		if (!memchr(t.p, '=', t.len) &&
+		    (!tok_is_key(&t) || (id == SQW_COMP_LZ4 && tok_is(&t, "hc")))) {
 			p = t.p + t.len;
 			have_level = 1;
 			if (id == SQW_COMP_LZ4 && tok_is(&t, "hc")) {
@@ -293,8 +304,20 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 			p += v.len = strcspn(p, ",:");
 			vp = &v;
 		}
+		if (!vp && t.len && t.p[0] >= '0' && t.p[0] <= '9')
+			FAIL(have_level ? fmt_msg("%s level given twice", name) :
+			     fmt_msg("a %s level goes right after the name (%s:%.*s)",
+				     name, name, TOKQ(&t)));
 		if (apply_key(&tmp, name, &t, vp, msg))
 			return -EINVAL;
+		/* A second bcj= would replace the first: say so, not pick one. */
+		for (i = 0; i < NELEM(all_keys); i++) {
+			if (!tok_is(&t, all_keys[i]))
+				continue;
+			if (seen & (1u << i))
+				FAIL(fmt_msg("%s option '%s' given twice", name, all_keys[i]));
+			seen |= 1u << i;
+		}
 	}
 	/* Here *p == '\0': every token ran up to a separator or the end. */
 	if (id == SQW_COMP_LZO && tmp.opt.lzo.algorithm != SQW_LZO1X_999) {

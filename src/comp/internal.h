@@ -15,6 +15,8 @@
 /* Largest block a SquashFS image may hold, and the smallest. */
 #define SQW_COMP_MAX_BLOCK (1024u * 1024u)
 #define SQW_COMP_MIN_BLOCK 4096u
+/* A metadata block, uncompressed. */
+#define SQW_COMP_META_BLOCK 8192u
 
 /* Per-codec constructors; cfg has already passed sqw_comp_config_check(). */
 typedef sqw_compressor_t *(*sqw_comp_create_fn)(const sqw_comp_config_t *cfg,

@@ -49,7 +49,7 @@ int id_table_write(struct writer *w, uint64_t *start)
 		return -ENOMEM;
 	for (i = 0; i < w->nids; i++)
 		put_le32(raw + 4 * i, w->ids[i]);
-	ret = table_write(&w->out, w->cmp, raw, w->nids * 4, start);
+	ret = table_write(&w->out, w->mcmp, raw, w->nids * 4, start);
 	free(raw);
 	return ret;
 }

@@ -290,7 +290,7 @@ static int tables_write(struct writer *w, struct sqw_super *sb)
 	sb->fragments = (uint32_t)w->frag_count;
 	sb->fragment_table_start = w->out.pos;
 	if (w->frag_count)
-		ret = table_write(&w->out, w->cmp, w->frag_table,
+		ret = table_write(&w->out, w->mcmp, w->frag_table,
 				  w->frag_count * 16, &sb->fragment_table_start);
 	sb->lookup_table_start = UINT64_MAX;
 	if (!ret && !(w->flags & SQW_OPT_NO_EXPORTS))
@@ -374,6 +374,7 @@ static void writer_cleanup(struct writer *w)
 	buf_free(&w->scratch);
 	outfile_cleanup(&w->out);
 	sqw_compressor_destroy(w->cmp);
+	sqw_compressor_destroy(w->mcmp);
 }
 
 static unsigned default_queue(const struct sqw_image_opts *o, uint32_t bs)
@@ -424,6 +425,11 @@ int sqw_image_write_walk(const struct sqw_walk_ops *walk, void *walk_ctx,
 	w.cmp = sqw_compressor_create(&opts->comp, &ret);
 	if (!w.cmp)
 		return writer_fail(&w, ret, "creating the compressor", NULL);
+	w.mcmp = sqw_compressor_create_meta(&opts->comp, &ret);
+	if (!w.mcmp) {
+		writer_fail(&w, ret, "creating the compressor", NULL);
+		goto out;
+	}
 	opt_len = sqw_comp_config_options(&opts->comp, opt);
 
 	ret = walk->root(walk_ctx, &w.root);
@@ -454,11 +460,11 @@ int sqw_image_write_walk(const struct sqw_walk_ops *walk, void *walk_ctx,
 					      sizeof(*w.export_blocks));
 		if (!w.exports || !w.export_blocks)
 			goto fail_alloc;
-		meta_writer_init(w.exports, w.cmp);
+		meta_writer_init(w.exports, w.mcmp);
 	}
-	meta_writer_init(w.inodes, w.cmp);
-	meta_writer_init(w.dirs, w.cmp);
-	meta_writer_init(w.xattr_kv, w.cmp);
+	meta_writer_init(w.inodes, w.mcmp);
+	meta_writer_init(w.dirs, w.mcmp);
+	meta_writer_init(w.xattr_kv, w.mcmp);
 	if (!(w.flags & SQW_OPT_REHEARSE)) {
 		ret = outfile_init(&w.out, fd, SQW_SUPER_SIZE + (opt_len ? 2 + opt_len : 0));
 		if (ret)

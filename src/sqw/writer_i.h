@@ -104,7 +104,8 @@ struct writer {
 	const struct sqw_image_opts *opts;
 	uint32_t bs;
 	unsigned flags;
-	sqw_compressor_t *cmp;
+	sqw_compressor_t *cmp;		/* data and fragment blocks */
+	sqw_compressor_t *mcmp;		/* metadata blocks */
 	struct outfile out;
 	const struct sqw_walk_ops *walk;
 	void *walk_ctx;

@@ -168,7 +168,7 @@ int xattr_table_write(struct writer *w, uint64_t *start)
 	put_le64(hdr, kv_start);
 	put_le32(hdr + 8, (uint32_t)w->nxattr_ids);
 	put_le32(hdr + 12, 0);
-	return table_write_hdr(&w->out, w->cmp, w->xattr_ids,
+	return table_write_hdr(&w->out, w->mcmp, w->xattr_ids,
 			       w->nxattr_ids * 16, hdr, sizeof(hdr), start);
 }
 

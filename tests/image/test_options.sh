@@ -100,7 +100,11 @@ grep -Eq 'zstd: libzstd [0-9]' <<<"$v" && log "ok: --version: ${v//$'\n'/ | }" |
 
 section "sqfs-pack: compressor keys"
 # ':' also separates keys (comp=xz:9:bcj=x86 passes -o without escaping)
-comp_bad zstd:1:2 "unknown zstd option '2'"
+comp_bad zstd:1:2 "zstd level given twice"
+comp_bad zstd,3 "a zstd level goes right after the name \\(zstd:3\\)"
+comp_bad xz,bcj=x86,bcj=arm "xz option 'bcj' given twice"
+pack_ok -c gzip:zlib
+pack_ok -c gzip:zlib:window=12
 comp_bad xz:9:bcj=foo "bcj"
 pack_ok -c xz:9:bcj=x86
 comp_bad zstd,foo "unknown zstd option 'foo'"

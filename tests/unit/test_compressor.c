@@ -502,6 +502,13 @@ static void test_parse(void **state)
 		CHECK(c.opt.lzo.algorithm == SQW_LZO1X_999 && c.level == 7);
 	if (get_cfg("zstd:22", 4 * KiB, &c))
 		CHECK_EQ(c.level, 22);
+	/* A flag where the level goes keeps the default level. */
+	if (get_cfg("gzip:zlib", 128 * KiB, &c))
+		CHECK(c.opt.gzip.zlib && c.level == 9 && c.opt.gzip.window == 15);
+	if (get_cfg("gzip:zlib:window=12", 128 * KiB, &c))
+		CHECK(c.opt.gzip.zlib && c.level == 9 && c.opt.gzip.window == 12);
+	if (get_cfg("xz:extreme", 128 * KiB, &c))
+		CHECK(c.opt.xz.extreme && c.level == 6);
 }
 
 static void test_parse_errors(void **state)
@@ -520,6 +527,8 @@ static void test_parse_errors(void **state)
 		"lz4:0", "lz4:13", "lz4,extreme", "lz4:hc,hc=1", "lzo:0", "lzo:10",
 		"lzo:3,algorithm=lzo1x_1", "lzo,algorithm=lzo2", "zstd:0",
 		"zstd:23", "zstd:19x", "zstd:3,foo", "zstd,level=3", "zstd:1:2",
+		"zstd,3", "gzip:zlib,zlib", "xz,bcj=x86,bcj=arm", "gzip,strategy=rle,strategy=fixed",
+		"xz:extreme,extreme", "xz,dict=8K,dict=16K",
 	};
 	static const struct { const char *spec, *msg; } msgs[] = {
 		{ "foo", "unknown compressor 'foo'" },
@@ -527,6 +536,10 @@ static void test_parse_errors(void **state)
 		{ "gzip,foo=1", "unknown gzip option 'foo'" },
 		{ "xz,dict=0x5000", "bad xz dict size '0x5000'" },
 		{ "xz,dict=20K", "xz dict must be 2^n or 3*2^n bytes" },
+		{ "zstd:3:3", "zstd level given twice" },
+		{ "zstd,3", "a zstd level goes right after the name (zstd:3)" },
+		{ "xz,bcj=x86,bcj=arm", "xz option 'bcj' given twice" },
+		{ "gzip:zlib,zlib", "gzip option 'zlib' given twice" },
 	};
 	sqw_comp_config_t cfg, snap;
 	const char *err;
