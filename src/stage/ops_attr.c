@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,6 +115,48 @@ static void caller_status(fuse_req_t req, gid_t gid, int *in_group, int *fsetid)
 }
 
 /*
+ * 1 if the caller of req is in a chown system call (/proc/PID/syscall
+ * names the call a thread is blocked in); 0 if not, or if that cannot be
+ * read (another user's process, a kernel without the file).
+ */
+static int caller_in_chown(fuse_req_t req)
+{
+	static const long calls[] = {
+#ifdef SYS_chown
+		SYS_chown,
+#endif
+#ifdef SYS_lchown
+		SYS_lchown,
+#endif
+#ifdef SYS_chown32
+		SYS_chown32, SYS_lchown32, SYS_fchown32,
+#endif
+		SYS_fchown, SYS_fchownat,
+	};
+	char path[64], buf[32];
+	ssize_t len;
+	long nr;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)fuse_req_ctx(req)->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	if (buf[0] < '0' || buf[0] > '9')	/* "running", "-1 ..." */
+		return 0;
+	nr = strtol(buf, NULL, 10);
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		if (nr == calls[i])
+			return 1;
+	return 0;
+}
+
+/*
  * What Linux does to a file written, truncated or chowned, which the kernel
  * leaves to us with HANDLE_KILLPRIV_V2 (passthrough.c).  A chown clears
  * setuid, and setgid if group-executable.  So does a write or truncate by a
@@ -127,7 +170,10 @@ static void caller_status(fuse_req_t req, gid_t gid, int *in_group, int *fsetid)
  * a caller with CAP_FSETID that empty setattr is either a chown(-1, -1),
  * which clears as a chown does, or the end of a write that only dropped
  * security.capability: the kernel removed it just before, from the same
- * process, and the mode stays.
+ * process, and the mode stays.  A chown(-1, -1) of a file with that xattr
+ * looks the same, so the caller's system call decides.  A chown by a
+ * caller without CAP_FSETID also clears setgid without group execute if
+ * the caller is outside the file's group (the group before the chown).
  */
 enum kill_why { KILL_CHOWN, KILL_UNPRIVILEGED, KILL_UNKNOWN };
 
@@ -137,18 +183,20 @@ static void kill_privs(struct stage *s, struct snode *n, fuse_req_t req, enum ki
 
 	if (S_ISDIR(n->mode))
 		return;
-	if (why == KILL_UNKNOWN || (why == KILL_UNPRIVILEGED && (n->mode & S_ISGID) &&
-				     !(n->mode & S_IXGRP)))
+	if (why == KILL_UNKNOWN || ((n->mode & S_ISGID) && !(n->mode & S_IXGRP)))
 		caller_status(req, n->gid, &in_group, &fsetid);
+	if (why == KILL_UNPRIVILEGED)
+		fsetid = 0;	/* the kernel's word for it */
 	if (why == KILL_UNKNOWN && fsetid) {
 		if (s->capdrop_ino == n->ino && s->capdrop_pid == fuse_req_ctx(req)->pid) {
 			s->capdrop_ino = 0;
-			return;
+			if (!caller_in_chown(req))
+				return;
 		}
 		why = KILL_CHOWN;
 	}
 	n->mode &= ~(mode_t)S_ISUID;
-	if ((n->mode & S_IXGRP) || (why != KILL_CHOWN && !in_group))
+	if ((n->mode & S_IXGRP) || (!in_group && !fsetid))
 		n->mode &= ~(mode_t)S_ISGID;
 	if (!xattr_remove(n, XATTR_CAPS))
 		stage_jnl_xattr(s, n, XATTR_CAPS, NULL, 0, 1);

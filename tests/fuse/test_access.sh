@@ -205,6 +205,16 @@ os.write(fd, b"a"); os.fchmod(fd, 0o4777); os.write(fd, b"b"); os.close(fd)' "$d
 	echo x >>"$d/cap_suid_root"; cap cap_suid_root; res cap_suid_root
 	mk cap_kept 0755; setfattr -n security.capability -v "$CAP" "$d/cap_kept"
 	chmod 0750 "$d/cap_kept"; cap cap_kept
+	# root's chown(-1, -1) of a setuid file with a capability: both go (the
+	# same requests as a write that drops only the capability)
+	mk cap_chown_same 4755; setfattr -n security.capability -v "$CAP" "$d/cap_chown_same"
+	chown : "$d/cap_chown_same"; cap cap_chown_same; res cap_chown_same
+	mk cap_suid_dd 4755; setfattr -n security.capability -v "$CAP" "$d/cap_suid_dd"
+	echo x | dd of="$d/cap_suid_dd" conv=notrunc status=none; cap cap_suid_dd; res cap_suid_dd
+	# a chown by an owner outside the file's group drops setgid without
+	# group execute too
+	mk c_sgid_nx_other 2745; chgrp 0 "$d/c_sgid_nx_other"; chmod 2745 "$d/c_sgid_nx_other"
+	as_nobody chown "$NOBODY" "$d/c_sgid_nx_other"; res c_sgid_nx_other
 }
 need_cmd setfattr getfattr truncate python3
 REF=$WORK/ref
@@ -213,7 +223,8 @@ privs "$REF" >"$WORK/privs.ref"
 # The oracle itself must show the rules, or the comparison proves nothing.
 for want in "w_suid 777" "w_sgid 777" "w_sgid_nx 2767" "w_sgid_nx_other 766" "root_w 6777" "trunc 777" \
 	"chown 755" "chmod_w 777" "dir 2775" "cap_w cap" "cap_w nocap" "cap_kept cap" \
-	"cap_suid_root nocap" "cap_suid_root 4755"; do
+	"cap_suid_root nocap" "cap_suid_root 4755" "cap_chown_same nocap" "cap_chown_same 755" \
+	"cap_suid_dd 4755" "c_sgid_nx_other 745"; do
 	grep -qx "$want" "$WORK/privs.ref" || fail "the kernel's own rule: no '$want' in $(tr '\n' ' ' <"$WORK/privs.ref")"
 done
 for mopt in allow_other allow_other,no_passthrough; do
