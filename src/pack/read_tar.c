@@ -47,7 +47,7 @@ struct tar_ctx {
 	unsigned checked;
 	struct pack_err *err;
 	FILE *warn;
-	int keep_xattrs, warned_xattr, warned_abs, warned_acl, warned_utf8;
+	int keep_xattrs, warned_xattr, warned_abs, warned_acl, warned_utf8, warned_user_xattr;
 	struct sqw_attr dir_attr;
 	const struct pack_filter *filter;
 };
@@ -106,11 +106,13 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 	char key[4 * XATTR_NAME_MAX];
 	const char *name;
 	const void *val;
+	struct sqw_attr a;
 	size_t size;
 	int ret;
 
 	if (!c->keep_xattrs)
 		return 0;
+	sqw_node_get_attr(n, &a);
 	/* libarchive keeps the mode's own entries out of the count. */
 	if (archive_entry_acl_count(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS |
 				    ARCHIVE_ENTRY_ACL_TYPE_DEFAULT) > 0 &&
@@ -129,6 +131,14 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 			return fail(c, -EBADMSG, "xattr name longer than 255 bytes", path);
 		if (size > XATTR_SIZE_MAX)
 			return fail(c, -EBADMSG, "xattr value larger than 64 KiB", path);
+		/* Linux keeps user.* to files and directories (EPERM elsewhere). */
+		if (!strncmp(name, "user.", 5) && !S_ISREG(a.mode) && !S_ISDIR(a.mode)) {
+			if (c->warn && !c->warned_user_xattr++)
+				pack_warn(c->warn, "%s: xattr '%s' on a file that is neither regular "
+					  "nor a directory, which Linux does not allow; skipped\n",
+					  path, name);
+			continue;
+		}
 		ret = sqw_node_set_xattr(c->tree, n, name, val, size);
 		if (ret == -ENOTSUP) {
 			if (c->warn && !c->warned_xattr++)
@@ -321,6 +331,9 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 		sqw_node_get_attr(target, &ta);
 		if (S_ISDIR(ta.mode))
 			return fail(c, -EBADMSG, "hard link to a directory", raw);
+		if (link[strlen(link) - 1] == '/')
+			return fail(c, -EBADMSG, "hard link target ends in '/' but is not a "
+				    "directory", raw);
 		if (len == 0)
 			return fail(c, -EBADMSG, "hard link named like the root", raw);
 		if (target == sqw_tree_lookup(c->tree, dir, name, len))
@@ -345,7 +358,9 @@ static int add_entry(struct tar_ctx *c, struct archive *a,
 	case S_IFIFO: case S_IFSOCK:
 		break;
 	default:
-		return fail(c, -EBADMSG, "unknown member type", raw);
+		return fail(c, -EBADMSG, at.mode & S_IFMT ? "unknown member type" :
+			    "member without a type (as a hard link with an empty target "
+			    "reads)", raw);
 	}
 	ret = replace(c, dir, name, len, at.mode, &n);
 	if (ret)
@@ -483,6 +498,9 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	if (!ret && warn && c.warned_xattr > 1)
 		pack_warn(warn, "%d xattrs that SquashFS cannot store were skipped in all\n",
 			c.warned_xattr);
+	if (!ret && warn && c.warned_user_xattr > 1)
+		pack_warn(warn, "%d user.* xattrs of symlinks and special files were skipped "
+			  "in all\n", c.warned_user_xattr);
 	if (!ret && warn && c.warned_utf8 > 1)
 		pack_warn(warn, "%d members had pax headers that were not UTF-8 in all; "
 			"kept as their bytes\n", c.warned_utf8);

@@ -174,6 +174,10 @@ mk("hardlink-missing.tar", [reg("f"), hl("dangling", "nothere")])
 mk("hardlink-self.tar", [hl("me", "me")])
 mk("hardlink-dir.tar", [dr("d"), hl("h", "d")])
 mk("hardlink-root.tar", [hl("h", ".")])
+# a target with a trailing '/' must be a directory (tar x: ENOTDIR)
+mk("hardlink-slash.tar", [reg("a"), hl("h", "a/")])
+# no target at all: libarchive hands it on without a type
+mk("hardlink-empty.tar", [reg("a"), hl("h", "")], tarfile.GNU_FORMAT)
 
 # --- names ----------------------------------------------------------------------------
 mk("deep-4097.tar", [reg("a/" * 4096 + "f")])
@@ -190,6 +194,11 @@ xf("xattr-value-900k.tar", {"SCHILY.xattr.user.big": "v" * 900000})
 xf("xattr-name-300.tar", {"SCHILY.xattr.user." + "n" * 300: "v"})
 xf("xattr-name-empty.tar", {"SCHILY.xattr.user.": "v"})
 xf("xattr-unknown-ns.tar", {"SCHILY.xattr.bogus.x": "v", "SCHILY.xattr.user.ok": "yes"})
+# user.* exists only on files and directories in Linux: on a symlink it is
+# skipped (with a warning), trusted.* is kept
+lx, _ = sym("ln", "target")
+lx.pax_headers = {"SCHILY.xattr.user.l": "u", "SCHILY.xattr.trusted.t": "kept"}
+mk("xattr-user-symlink.tar", [(lx, None)])
 
 # --- documented handling: exit 0, checked through the image -----------------------------
 # a later member replaces an earlier one of the same name (tar x)
@@ -371,6 +380,8 @@ section "hard links"
 bad hardlink-missing.tar 'dangling: .*hard link to a missing member'
 bad hardlink-self.tar 'me: .*hard link to a missing member'
 bad hardlink-dir.tar 'h: .*hard link to a directory'
+bad hardlink-slash.tar "h: .*hard link target ends in '/' but is not a directory"
+bad hardlink-empty.tar 'h: .*without a type .*hard link with an empty target'
 bad hardlink-root.tar 'h: .*hard link to a directory'
 
 section "names"
@@ -415,6 +426,13 @@ fi
 if good xattr-unknown-ns.tar; then
 	grep -q "warning: f: xattr 'bogus.x' cannot be stored" <<<"$ERR" ||
 		fail "[xattr-unknown-ns.tar] no warning about 'bogus.x': $ERR"
+fi
+if good xattr-user-symlink.tar; then
+	grep -q "warning: ln: xattr 'user.l' on a file that is neither regular nor a directory" <<<"$ERR" ||
+		fail "[xattr-user-symlink.tar] no warning about user.l: $ERR"
+	x=$(getfattr -h -d -m- --absolute-names "$S/x/ln" 2>&1)
+	[[ $x == *'trusted.t="kept"'* && $x != *user.l* ]] ||
+		fail "[xattr-user-symlink.tar] the symlink's xattrs: $x"
 fi
 if good symlink-targets.tar; then
 	[[ $(readlink "$S/x/up") == ../../../../etc/passwd && $(readlink "$S/x/abs") == "$OUTSIDE" ]] ||
