@@ -325,17 +325,41 @@ void stage_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	reply_err(req, err);
 }
 
+/* 1 if h's spool file is not the size its node says. */
+static int size_moved(struct stage *s, struct fhandle *h)
+{
+	struct stat st;
+	int moved;
+
+	lock(s);
+	stage_pt_sync(s, h->n);
+	moved = !fstat(h->fd, &st) && (uint64_t)st.st_size != h->n->size;
+	unlock(s);
+	return moved;
+}
+
 void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			off_t len, struct fuse_file_info *fi)
 {
-	(void)ino;
 	if (!(mode & FALLOC_FL_KEEP_SIZE) &&
 	    (off < 0 || len < 0 || (uint64_t)off + (uint64_t)len > S(req)->file_max)) {
 		reply_err(req, EFBIG);
 		return;
 	}
 	if (fallocate(FH(fi)->fd, mode, off, len)) {
-		reply_err(req, errno);
+		int err = errno;
+
+		/*
+		 * ext4 keeps what a failed allocation got, size included: the
+		 * file is what the spool's file system made it, here as after
+		 * a crash, and the kernel must ask for the size again.
+		 */
+		if (!(mode & FALLOC_FL_KEEP_SIZE) && size_moved(S(req), FH(fi))) {
+			data_changed(S(req), FH(fi), (uint64_t)off, (uint64_t)len, 0);
+			if (S(req)->se)
+				fuse_lowlevel_notify_inval_inode(S(req)->se, ino, -1, 0);
+		}
+		reply_err(req, err);
 		return;
 	}
 	/* Punching or zeroing can change the size's block too. */

@@ -24,7 +24,11 @@
 #      could not load libgcc_s for pthread_cancel);
 #   6. the journal behind after the spool filled, then room again (rm in
 #      the mount): the next changes make it whole without an fsync, so a
-#      kill -9 after them loses none of them.
+#      kill -9 after them loses none of them;
+#   7. a spool on ext4, which keeps what a failed fallocate allocated, size
+#      included: the mount shows that size at once (not only after a crash
+#      and --recover, which read it from the spool file), and the sealed
+#      image and the recovered tree agree with it.
 # (ENOSPC in an image directory on its own is test_seal.sh's.)
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
@@ -425,6 +429,75 @@ if mountpoint -q "$M"; then
 	seal_wait "seal after the journal came back"
 else
 	fail "no recovery: $(tail -n 2 "$WORK/daemon.log")"
+fi
+
+# --- 7: a failed fallocate on an ext4 spool ----------------------------------
+need_cmd mkfs.ext4
+S=$WORK/ext4
+mkdir -p "$S"
+truncate -s 32M "$WORK/ext4.img"
+mkfs.ext4 -q -F "$WORK/ext4.img"
+mount -o loop "$WORK/ext4.img" "$S" || skip_or_fail "cannot mount an ext4 loop image"
+LOOPS+=("$S")
+M=$WORK/m7
+stage_mount "$WORK/seven.sqfs" "$M" -o "$SOPTS,spool=$S,no_background"
+out=$(python3 - "$M" <<'PYEOF'
+import errno, os, sys
+m = sys.argv[1]
+with open(m + "/f", "wb") as f:
+    f.write(b"x" * 200000)
+try:
+    with open(m + "/fill", "wb") as f:
+        while True:
+            f.write(os.urandom(1 << 20))
+except OSError as e:
+    assert e.errno in (errno.ENOSPC, errno.EIO), e
+os.truncate(m + "/fill", os.stat(m + "/fill").st_size - (4 << 20))
+fd = os.open(m + "/f", os.O_RDWR)  # not passthrough: the daemon sees the call
+try:
+    os.posix_fallocate(fd, 0, 64 << 20)
+    print("fallocate ok")
+except OSError as e:
+    print("fallocate", errno.errorcode[e.errno])
+print("sizes", os.fstat(fd).st_size, os.stat(m + "/f").st_size)
+os.close(fd)
+PYEOF
+) || fail "fallocate on a full ext4 spool: $out"
+read -r _ fsz ssz < <(grep '^sizes' <<<"$out")
+if [[ $out != *"fallocate ENOSPC"* ]]; then
+	fail "the fallocate did not meet a full spool: $out"
+elif ((fsz == ssz)); then
+	ok "failed fallocate: fstat and stat agree ($fsz bytes)"
+else
+	fail "failed fallocate: fstat says $fsz, stat $ssz"
+fi
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null || true
+fusermount3 -u -z "$M" 2>/dev/null || true
+spool=$(echo "$S"/.seven.sqfs.spool.*)
+"$STAGE" -f -o recover="$spool" "$WORK/seven.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
+DPID=$!
+DAEMONS+=("$DPID")
+for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+if mountpoint -q "$M"; then
+	rsz=$(stat -c %s "$M/f")
+	if ((rsz == 200000)); then
+		fail "ext4 kept nothing of the failed fallocate: the case this checks did not happen"
+	elif ((rsz == ssz)); then
+		ok "recovered: the size ext4 kept, which the mount showed ($rsz)"
+	else
+		fail "recovered with the $rsz bytes of the spool file, the mount showed $ssz"
+	fi
+	rm "$M/fill"
+	seal_wait "seal after the failed fallocate"
+	mkdir -p "$WORK/k7"
+	loop_mount "$WORK/seven.sqfs" "$WORK/k7" && {
+		ksz=$(stat -c %s "$WORK/k7/f")
+		((ksz == ssz)) && ok "image: the size the mount showed" || fail "image has $ksz bytes, the mount showed $ssz"
+		loop_umount "$WORK/k7"
+	}
+else
+	fail "no recovery after the failed fallocate: $(tail -n 2 "$WORK/daemon.log")"
 fi
 
 finish
