@@ -157,33 +157,37 @@ int sqw_comp_config_init(sqw_comp_config_t *cfg, enum sqw_comp_id id,
 
 #define FAIL(msg_) do { *msg = (msg_); return -EINVAL; } while (0)
 
-/* Keys each codec knows; "extreme", "hc", "zlib" are flags, the rest take values. */
+/* Keys and the codecs that know them; "extreme", "hc", "zlib" are flags. */
+static const struct {
+	const char *name;
+	unsigned codecs;	/* 1 << id */
+} comp_keys[] = {
+	{ "window", 1u << SQW_COMP_GZIP }, { "strategy", 1u << SQW_COMP_GZIP },
+	{ "zlib", 1u << SQW_COMP_GZIP }, { "dict", 1u << SQW_COMP_XZ },
+	{ "bcj", 1u << SQW_COMP_XZ },
+	{ "extreme", 1u << SQW_COMP_XZ | 1u << SQW_COMP_LZMA },
+	{ "hc", 1u << SQW_COMP_LZ4 }, { "algorithm", 1u << SQW_COMP_LZO },
+};
+
+/* k's index in comp_keys, or -1 if no codec knows it. */
+static int key_index(const struct tok *k)
+{
+	for (int i = 0; i < NELEM(comp_keys); i++)
+		if (tok_is(k, comp_keys[i].name))
+			return i;
+	return -1;
+}
+
 static int key_known(enum sqw_comp_id id, const struct tok *k)
 {
-	switch (id) {
-	case SQW_COMP_GZIP:
-		return tok_is(k, "window") || tok_is(k, "strategy") ||
-		       tok_is(k, "zlib");
-	case SQW_COMP_XZ:
-		return tok_is(k, "dict") || tok_is(k, "bcj") || tok_is(k, "extreme");
-	case SQW_COMP_LZMA:
-		return tok_is(k, "extreme");
-	case SQW_COMP_LZ4:
-		return tok_is(k, "hc");
-	case SQW_COMP_LZO:
-		return tok_is(k, "algorithm");
-	case SQW_COMP_ZSTD:
-		break;
-	}
-	return 0;
+	int i = key_index(k);
+
+	return i >= 0 && (comp_keys[i].codecs & (1u << id));
 }
 
 static int tok_is_key(const struct tok *k)
 {
-	for (int id = SQW_COMP_GZIP; id <= SQW_COMP_ZSTD; id++)
-		if (key_known((enum sqw_comp_id)id, k))
-			return 1;
-	return 0;
+	return key_index(k) >= 0;
 }
 
 int sqw_comp_is_key(const char *key)
@@ -245,13 +249,9 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 	struct tok t, v, *vp;
 	const char *p = spec, *name, *dummy;
 	char nbuf[8] = "";
-	static const char *const all_keys[] = {
-		"window", "strategy", "zlib", "dict", "bcj", "extreme", "hc", "algorithm",
-	};
 	int id, ret, have_level = 0;
 	unsigned seen = 0;
 	uint32_t n;
-	int i;
 
 	if (!msg)
 		msg = &dummy;
@@ -311,13 +311,9 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 		if (apply_key(&tmp, name, &t, vp, msg))
 			return -EINVAL;
 		/* A second bcj= would replace the first: say so, not pick one. */
-		for (i = 0; i < NELEM(all_keys); i++) {
-			if (!tok_is(&t, all_keys[i]))
-				continue;
-			if (seen & (1u << i))
-				FAIL(fmt_msg("%s option '%s' given twice", name, all_keys[i]));
-			seen |= 1u << i;
-		}
+		if (seen & (1u << key_index(&t)))
+			FAIL(fmt_msg("%s option '%.*s' given twice", name, TOKQ(&t)));
+		seen |= 1u << key_index(&t);
 	}
 	/* Here *p == '\0': every token ran up to a separator or the end. */
 	if (id == SQW_COMP_LZO && tmp.opt.lzo.algorithm != SQW_LZO1X_999) {
