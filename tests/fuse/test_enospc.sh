@@ -129,6 +129,15 @@ seal_wait() { # LABEL: sqfs-seal $M and wait for the daemon, or give up
 	wait_daemon 0
 }
 
+recover_mount() { # SPOOL IMAGE: --recover at $M; 0 once it is mounted
+	local i
+	"$STAGE" -f -o recover="$1" "$2" "$M" >>"$WORK/daemon.log" 2>&1 &
+	DPID=$!
+	DAEMONS+=("$DPID")
+	for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+	mountpoint -q "$M"
+}
+
 pack_sha() { # DIR: sha256 of sqfs-pack's image of DIR
 	"$PACK" -q "${OPTS[@]}" "$1" "$WORK/ref.sqfs"
 	sha256sum <"$WORK/ref.sqfs" | cut -d' ' -f1
@@ -329,11 +338,7 @@ avail=$(df -k "$S" | awk 'NR == 2 { print $4 }')
 ((avail < 1024)) && ok "spool file system full at the crash: $avail KiB free" ||
 	fail "spool not full at the crash: $avail KiB free"
 spool=$(echo "$S"/spool/.four.sqfs.spool.*)
-"$STAGE" -f -o recover="$spool" "$WORK/four.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
-DPID=$!
-DAEMONS+=("$DPID")
-for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
-if mountpoint -q "$M"; then
+if recover_mount "$spool" "$WORK/four.sqfs"; then
 	ok "recovered on a full spool"
 	rm "$M/fill"
 	find "$M" "$EXP" -exec touch -h -d @1650000000 {} +
@@ -418,11 +423,7 @@ kill -9 "$DPID"
 wait "$DPID" 2>/dev/null || true
 fusermount3 -u -z "$M" 2>/dev/null || true
 spool=$(echo "$S"/.six.sqfs.spool.*)
-"$STAGE" -f -o recover="$spool" "$WORK/six.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
-DPID=$!
-DAEMONS+=("$DPID")
-for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
-if mountpoint -q "$M"; then
+if recover_mount "$spool" "$WORK/six.sqfs"; then
 	[[ -d $M/newdir && $(readlink "$M/newlink") == target && ! -e $M/b && $(cat "$M/a") == other ]] &&
 		ok "recovered: every change after the room came back" ||
 		fail "recovered tree lost changes: $(ls -la "$M" | tr '\n' ' ') a=$(cat "$M/a" 2>&1)"
@@ -475,11 +476,7 @@ kill -9 "$DPID"
 wait "$DPID" 2>/dev/null || true
 fusermount3 -u -z "$M" 2>/dev/null || true
 spool=$(echo "$S"/.seven.sqfs.spool.*)
-"$STAGE" -f -o recover="$spool" "$WORK/seven.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
-DPID=$!
-DAEMONS+=("$DPID")
-for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
-if mountpoint -q "$M"; then
+if recover_mount "$spool" "$WORK/seven.sqfs"; then
 	rsz=$(stat -c %s "$M/f")
 	if ((rsz == 200000)); then
 		fail "ext4 kept nothing of the failed fallocate: the case this checks did not happen"
