@@ -13,6 +13,7 @@
 
 #define SQW_NO_FRAG 0xFFFFFFFFu
 #define SQW_NO_XATTR 0xFFFFFFFFu
+#define SQW_XATTR_VALUE_OOL 0x0100u	/* type flag: the value is a ref */
 
 enum { JOB_DATA = 1, JOB_FRAG = 2 };
 
@@ -100,6 +101,13 @@ struct wdir {
 	size_t index_cap;
 };
 
+/* An xattr value in the kv stream that later pairs may point at. */
+struct xattr_val {
+	uint64_t off;			/* its bytes in writer.xattr_sets */
+	uint64_t ref;			/* its {vsize, value} record */
+	uint32_t len;
+};
+
 struct writer {
 	const struct sqw_image_opts *opts;
 	uint32_t bs;
@@ -170,6 +178,9 @@ struct writer {
 	struct buf xattr_sets;		/* serialised sets, for exact compare */
 	uint64_t *xattr_set_off;	/* per id: offset, length in xattr_sets */
 	size_t xattr_set_cap;
+	struct u64map xattr_vmap;	/* value hash -> index + 1 in xattr_vals */
+	struct xattr_val *xattr_vals;	/* values written, for sharing */
+	size_t nxattr_vals, xattr_vals_cap;
 	struct sqw_xattr *xl;		/* one inode's set, gathered */
 	size_t nxl, xl_cap;
 	struct buf xl_data;		/* its names and values */

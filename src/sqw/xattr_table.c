@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Extended attributes (squashfs-format.md §10).  Each distinct key/value
- * set is stored once; inodes with the same set share its id.
+ * set is stored once; inodes with the same set share its id.  A value
+ * that an earlier pair already wrote is stored once too: later pairs point
+ * at it out of line (metadata blocks are compressed one at a time, so a
+ * repeated large value would otherwise cost its full size every time).
  */
 #include <xxhash.h>
 
@@ -79,10 +82,93 @@ static int serialise(struct writer *w, struct buf *b)
 	return ret;
 }
 
+/* Values up to this long stay inline: a reference is {vsize = 8, ref}. */
+#define SHARE_MIN 9
+
+/*
+ * The value at off in xattr_sets: an earlier copy's entry, or NULL and in
+ * *slot the map's place for it.
+ */
+static const struct xattr_val *value_find(struct writer *w, uint64_t off, uint32_t len,
+					  uint64_t **slot)
+{
+	const uint8_t *v = w->xattr_sets.data + off;
+	uint64_t key = (XXH3_64bits(v, len) ^ len) | 1;
+	const struct xattr_val *x;
+	int isnew;
+
+	for (;;) {
+		*slot = u64map_get(&w->xattr_vmap, key, &isnew);
+		if (!*slot || isnew)
+			return NULL;
+		x = &w->xattr_vals[**slot - 1];
+		if (x->len == len && !memcmp(w->xattr_sets.data + x->off, v, len))
+			return x;
+		key = (key * 0x100000001B3ull) | 1;	/* collision: probe on */
+	}
+}
+
+/* The pairs of the new set at base in xattr_sets into the kv stream. */
+static int kv_write(struct writer *w, uint64_t base)
+{
+	const struct xattr_val *dup;
+	struct meta_writer *kv = w->xattr_kv;
+	uint64_t pos = base, *slot;
+	struct xattr_val *nv;
+	uint8_t h[12];
+	size_t i;
+	int ret;
+
+	for (i = 0; i < w->nxl; i++) {
+		const struct sqw_xattr *x = &w->xl[i];
+
+		pos += 4 + x->name_len + 4;	/* at the value's bytes */
+		dup = NULL;
+		slot = NULL;
+		if (x->value_len >= SHARE_MIN) {
+			dup = value_find(w, pos, x->value_len, &slot);
+			if (!dup && !slot)
+				return -ENOMEM;
+		}
+		put_le16(h, (uint16_t)(x->prefix | (dup ? SQW_XATTR_VALUE_OOL : 0)));
+		put_le16(h + 2, x->name_len);
+		ret = meta_writer_append(kv, h, 4);
+		if (!ret)
+			ret = meta_writer_append(kv, x->name, x->name_len);
+		if (ret)
+			return ret;
+		if (dup) {
+			put_le32(h, 8);
+			put_le64(h + 4, dup->ref);
+			ret = meta_writer_append(kv, h, 12);
+		} else {
+			if (slot) {
+				ret = array_reserve((void **)&w->xattr_vals, &w->xattr_vals_cap,
+						    w->nxattr_vals + 1, sizeof(*nv));
+				if (ret)
+					return ret;
+				nv = &w->xattr_vals[w->nxattr_vals++];
+				nv->off = pos;
+				nv->len = x->value_len;
+				nv->ref = meta_writer_ref(kv);
+				*slot = w->nxattr_vals;
+			}
+			put_le32(h, x->value_len);
+			ret = meta_writer_append(kv, h, 4);
+			if (!ret)
+				ret = meta_writer_append(kv, x->value, x->value_len);
+		}
+		if (ret)
+			return ret;
+		pos += x->value_len;
+	}
+	return 0;
+}
+
 int xattr_lookup(struct writer *w, const struct sqw_entry *ent, uint32_t *id)
 {
 	struct buf *b = &w->scratch;
-	uint64_t key, *v;
+	uint64_t key, base, *v;
 	uint32_t size = 0;
 	uint8_t *e;
 	size_t i;
@@ -128,7 +214,8 @@ int xattr_lookup(struct writer *w, const struct sqw_entry *ent, uint32_t *id)
 				    16 * (w->nxattr_ids + 1), 1);
 	if (ret)
 		return ret;
-	w->xattr_set_off[2 * w->nxattr_ids] = w->xattr_sets.len;
+	base = w->xattr_sets.len;
+	w->xattr_set_off[2 * w->nxattr_ids] = base;
 	w->xattr_set_off[2 * w->nxattr_ids + 1] = b->len;
 	ret = buf_append(&w->xattr_sets, b->data, b->len);
 	if (ret)
@@ -136,8 +223,7 @@ int xattr_lookup(struct writer *w, const struct sqw_entry *ent, uint32_t *id)
 
 	e = w->xattr_ids + 16 * w->nxattr_ids;
 	put_le64(e, meta_writer_ref(w->xattr_kv));
-	/* The kv stream is exactly the serialised set. */
-	ret = meta_writer_append(w->xattr_kv, b->data, b->len);
+	ret = kv_write(w, base);
 	if (ret)
 		return ret;
 	for (i = 0; i < w->nxl; i++)
@@ -175,6 +261,8 @@ int xattr_table_write(struct writer *w, uint64_t *start)
 void xattr_cleanup(struct writer *w)
 {
 	u64map_free(&w->xattr_map);
+	u64map_free(&w->xattr_vmap);
+	free(w->xattr_vals);
 	free(w->xattr_ids);
 	free(w->xattr_set_off);
 	buf_free(&w->xattr_sets);

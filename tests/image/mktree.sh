@@ -297,6 +297,19 @@ for k, v in shared.items():
 for k, v in shared.items():
     x(os.path.join(D, "files", "small_text"), k, v)
 x(D, "user.root", b"xattr on the root directory")
+# one value in several sets, twice in one set: written once, then referenced
+# out of line (a 9-byte value too; 8 bytes stay inline)
+sv = random.Random(601).randbytes(12 * 1024)
+for i, k in enumerate(("user.share_a", "trusted.share_b", "security.share_c")):
+    x(f("shared_value%d" % i, b"%d\n" % i), k, sv)
+p = f("shared_value_twice", b"twice\n")
+for k, v in (("user.one", sv), ("user.two", sv), ("user.nine", b"123456789"),
+             ("user.eight", b"12345678")):
+    x(p, k, v)
+p = f("shared_small", b"small\n")
+x(p, "user.nine", b"123456789")
+x(p, "user.eight", b"12345678")
+x(p, "user.near", sv[:-1] + bytes([sv[-1] ^ 1]))
 PY
 
 # --- mtimes: deterministic per path, then the special ones ---------------------

@@ -483,6 +483,7 @@ struct img {
 	struct md inodes, dirs, kv;
 	uint8_t *ids, *frags, *exports, *xids;
 	uint32_t nxids;
+	size_t xattr_refs;	/* out-of-line values read by read_xattrs */
 	struct rent *ents;
 	size_t nents, ents_cap;
 	struct rent **byname;	/* ents sorted by path, for img_find */
@@ -1164,29 +1165,42 @@ static void check_file(struct img *im, const struct rent *re, const struct memfi
 	free(want);
 }
 
-/* The xattrs of an inode, as "key=value;" in stored order. */
+/*
+ * The xattrs of an inode, as "key=value;" in stored order; an out-of-line
+ * value is read where its ref points (counted in im->xattr_refs).
+ */
 static void read_xattrs(struct img *im, uint32_t id, char *out, size_t outsz)
 {
 	static const char *const pfx[] = { "user.", "trusted.", "security." };
 	const uint8_t *e = im->xids + 16 * (size_t)id;
 	uint32_t count = get_le32(e + 8), size = get_le32(e + 12), i, sum = 0;
-	size_t at = md_at(&im->kv, get_le64(e), "xattr"), o = 0;
+	size_t at = md_at(&im->kv, get_le64(e), "xattr"), o = 0, v;
 
 	out[0] = '\0';
 	assert_true(count >= 1);
 	for (i = 0; i < count; i++) {
 		uint16_t type = get_le16(im->kv.buf + at);
 		uint16_t nlen = get_le16(im->kv.buf + at + 2);
+		const uint8_t *name = im->kv.buf + at + 4;
 		uint32_t vlen;
 
-		if (type > 2)
+		if ((type & ~0x100u) > 2)
 			fail_msg("xattr type %u", type);
-		vlen = get_le32(im->kv.buf + at + 4 + nlen);
-		o += (size_t)snprintf(out + o, outsz - o, "%s%.*s=%.*s;", pfx[type], nlen,
-				      im->kv.buf + at + 4, (int)vlen,
-				      im->kv.buf + at + 8 + nlen);
-		sum += (uint32_t)strlen(pfx[type]) + nlen + 1 + vlen;
-		at += 8 + nlen + vlen;
+		v = at + 4 + nlen;
+		vlen = get_le32(im->kv.buf + v);
+		at = v + 4 + vlen;
+		if (type & 0x100) {
+			if (vlen != 8)
+				fail_msg("xattr id %u: out-of-line value of vsize %u", id, vlen);
+			v = md_at(&im->kv, get_le64(im->kv.buf + v + 4), "xattr value");
+			assert_true(v + 4 <= im->kv.len);
+			vlen = get_le32(im->kv.buf + v);
+			im->xattr_refs++;
+		}
+		assert_true(v + 4 + vlen <= im->kv.len);
+		o += (size_t)snprintf(out + o, outsz - o, "%s%.*s=%.*s;", pfx[type & 0xff], nlen,
+				      name, (int)vlen, im->kv.buf + v + 4);
+		sum += (uint32_t)strlen(pfx[type & 0xff]) + nlen + 1 + vlen;
 		assert_true(at <= im->kv.len);
 		assert_true(o < outsz);
 	}
@@ -2623,6 +2637,67 @@ static void test_padding(void **state)
 	fail_msg("could not place bytes_used on a multiple of 512");
 }
 
+/*
+ * A value of more than 8 bytes that an earlier pair wrote is stored once:
+ * later pairs (other sets, or the same set) point at it out of line.
+ * Values of 8 bytes or less, and values that differ, stay inline.
+ */
+static void test_xattr_values_shared(void **state)
+{
+	static const char L[] = "a value long enough to be worth sharing between sets, "
+				"which metadata compression alone would not catch";
+	static char near[sizeof(L)];
+	struct sqw_image_opts o;
+	struct spec s[] = {
+		{ .path = "a", .mode = S_IFREG | 0644, .xk = { "user.a" }, .xv = { L } },
+		{ .path = "b", .mode = S_IFREG | 0644, .xk = { "user.b" }, .xv = { L } },
+		{ .path = "c", .mode = S_IFDIR | 0755, .xk = { "trusted.c" }, .xv = { L } },
+		{ .path = "d", .mode = S_IFREG | 0600,
+		  .xk = { "user.y", "user.x", "security.s" }, .xv = { L, L, "12345678" } },
+		{ .path = "e", .mode = S_IFREG | 0644,
+		  .xk = { "user.e", "user.nine" }, .xv = { "12345678", "123456789" } },
+		{ .path = "f", .mode = S_IFREG | 0644, .xk = { "user.nine" }, .xv = { "123456789" } },
+		{ .path = "g", .mode = S_IFREG | 0644, .xk = { "user.g" }, .xv = { near } },
+		{ .path = "h", .mode = S_IFREG | 0644, .xk = { "user.a" }, .xv = { L } },
+	};
+	const size_t n = sizeof(s) / sizeof(s[0]);
+	struct out out, again;
+	struct img im;
+	sqw_tree_t *t;
+	char got[4096];
+	size_t i;
+
+	(void)state;
+	memcpy(near, L, sizeof(L));
+	near[sizeof(L) - 2] = 'X';
+	for (i = 0; i < n; i++)
+		if (S_ISREG(s[i].mode))
+			s[i].mf = mf_gen(10 + i, i, 0);
+	opts_init(&o, "gzip", BS);
+	t = build(s, n, 0);
+	write_image(t, &ops_holes, &o, &out);
+	check_out(&out, s, n, &o);
+	img_open(&im, out.data, out.size);
+	/* a and h: one set.  Every inode's list read again, refs counted. */
+	assert_int_equal(img_find(&im, "/a")->ino.xattr, img_find(&im, "/h")->ino.xattr);
+	assert_int_equal(im.nxids, 7);
+	im.xattr_refs = 0;
+	for (i = 0; i < im.nxids; i++)
+		read_xattrs(&im, (uint32_t)i, got, sizeof(got));
+	/* L in b, c and twice in d; the 9 bytes in f (e is written first). */
+	assert_int_equal(im.xattr_refs, 5);
+	/* L is stored once in full: the kv stream is shorter than two copies. */
+	assert_true(im.kv.len < 2 * sizeof(L) + 7 * 64);
+	img_free(&im);
+	/* The same bytes again (the map of values starts empty each time). */
+	write_image(t, &ops_holes, &o, &again);
+	assert_int_equal(again.size, out.size);
+	assert_memory_equal(again.data, out.data, out.size);
+	out_free(&again);
+	out_free(&out);
+	sqw_tree_destroy(t);
+}
+
 /* Xattrs dropped on request; the flag and table follow. */
 static void test_no_xattrs(void **state)
 {
@@ -3325,6 +3400,7 @@ int main(void)
 		cmocka_unit_test(test_stored_block_at),
 		cmocka_unit_test(test_superblock),
 		cmocka_unit_test(test_no_xattrs),
+		cmocka_unit_test(test_xattr_values_shared),
 		cmocka_unit_test(test_padding),
 		cmocka_unit_test(test_ids_limit),
 		cmocka_unit_test(test_overrides),
