@@ -58,9 +58,12 @@ int pack_filter_match_below(const struct pack_filter *f, const char *path, int i
 struct pack_pseudo_def {
 	char *path, *target;	/* target: of a symlink */
 	char *def, *where;	/* as given, and FILE:LINE or NULL, for messages */
-	char type;		/* d m b c s, p (FIFO) S (socket) */
+	char type;		/* d m b c s x, p (FIFO) S (socket) */
 	uint32_t mode, uid, gid;
 	uint64_t rdev;
+	char *xname;		/* x: the attribute's full name */
+	uint8_t *xvalue;	/* x: its value, decoded */
+	uint32_t xlen;
 };
 struct pack_pseudo {
 	struct pack_pseudo_def *d;
@@ -75,6 +78,8 @@ int pack_pseudo_add_file(struct pack_pseudo *ps, const char *file, char *msg, si
 void pack_pseudo_free(struct pack_pseudo *ps);
 /* "pseudo definition 'DEF' (FILE:LINE)", for messages; its whole length. */
 size_t pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size);
+/* Can an entry of this mode carry x definition d's attribute? */
+int pack_pseudo_xattr_fits(const struct pack_pseudo_def *d, uint32_t mode);
 /* The S_IFMT type and permission bits of what d makes. */
 uint32_t pack_pseudo_mode(const struct pack_pseudo_def *d);
 /*

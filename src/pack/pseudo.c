@@ -8,10 +8,13 @@
  *   PATH b|c MODE UID GID MAJOR MINOR    a block or character device
  *   PATH i MODE UID GID f|s              a FIFO or a socket
  *   PATH s MODE UID GID TARGET           a symbolic link
+ *   PATH x NAME=VALUE                    an extended attribute of an entry
  *
  * PATH is relative to the image root ("/" in front is fine); a space in it
  * is escaped with '\' or put in double quotes.  MODE is
- * octal permission bits, UID and GID numbers or names.  New entries take
+ * octal permission bits, UID and GID numbers or names.  An xattr VALUE is
+ * the rest of the line: text, or 0x hex, 0s base64, 0t text (getfattr's
+ * and mksquashfs 4.6's encodings).  New entries take
  * the image's mkfs time.  mksquashfs's 'f' (a file from a command's output)
  * is refused: the image would depend on more than the tree and options.
  * Definitions apply in order, after the input is read: a parent must exist
@@ -61,7 +64,7 @@ static int split(char *line, char **f, int max)
 			}
 			if (quoted)
 				return -1;
-		} else if (n == 5 && !strcmp(f[1], "s")) {
+		} else if ((n == 5 && !strcmp(f[1], "s")) || (n == 2 && !strcmp(f[1], "x"))) {
 			out = p + strlen(p);
 			p = out;
 		} else {
@@ -82,6 +85,94 @@ static int bad(char *msg, size_t len, const char *what)
 	return -EINVAL;
 }
 
+static int hexval(int c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static int b64val(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 :
+	       c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* VALUE of "x NAME=VALUE" into out (as long as v at most); its length or -1. */
+static long decode_value(const char *v, uint8_t *out)
+{
+	size_t len = strlen(v), o = 0, i;
+	unsigned int acc = 0;
+	int bits = 0, c;
+
+	if (len >= 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+		if (len % 2)
+			return -1;
+		for (i = 2; i < len; i += 2) {
+			int hi = hexval((unsigned char)v[i]), lo = hexval((unsigned char)v[i + 1]);
+
+			if (hi < 0 || lo < 0)
+				return -1;
+			out[o++] = (uint8_t)(hi << 4 | lo);
+		}
+		return (long)o;
+	}
+	if (len >= 2 && v[0] == '0' && (v[1] == 's' || v[1] == 'S')) {
+		for (i = 2; i < len && v[i] != '='; i++) {
+			if ((c = b64val((unsigned char)v[i])) < 0)
+				return -1;
+			acc = (acc << 6 | (unsigned int)c) & 0xffffff;
+			bits += 6;
+			if (bits >= 8) {
+				bits -= 8;
+				out[o++] = (uint8_t)(acc >> bits);
+			}
+		}
+		/* only '=' padding may follow, to a whole number of quads */
+		if (strspn(v + i, "=") != len - i || (len - 2) % 4 || len - i > 2 ||
+		    (acc & ((1u << bits) - 1)))
+			return -1;
+		return (long)o;
+	}
+	if (len >= 2 && v[0] == '0' && (v[1] == 't' || v[1] == 'T'))
+		v += 2;
+	len = strlen(v);
+	memcpy(out, v, len);
+	return (long)len;
+}
+
+/* "x NAME=VALUE" into d. */
+static int parse_xattr(struct pack_pseudo_def *d, const char *arg, char *msg, size_t msglen)
+{
+	static const char *const ns[] = { "user.", "trusted.", "security." };
+	const char *eq = strchr(arg, '=');
+	size_t nlen = eq ? (size_t)(eq - arg) : 0, i;
+	long vlen;
+
+	if (!eq || !nlen)
+		return bad(msg, msglen, "give PATH x NAME=VALUE");
+	for (i = 0; i < 3; i++)
+		if (nlen >= strlen(ns[i]) && !strncmp(arg, ns[i], strlen(ns[i])))
+			break;
+	if (i == 3)
+		return bad(msg, msglen, "only user., trusted. and security. attributes "
+			   "can be stored in SquashFS");
+	if (nlen == strlen(ns[i]))
+		return bad(msg, msglen, "the attribute's NAME is empty after its namespace");
+	if (nlen > 255)
+		return bad(msg, msglen, "the attribute's name is longer than 255 bytes");
+	d->xname = strndup(arg, nlen);
+	d->xvalue = malloc(strlen(eq + 1) + 1);
+	if (!d->xname || !d->xvalue)
+		return -ENOMEM;
+	vlen = decode_value(eq + 1, d->xvalue);
+	if (vlen < 0)
+		return bad(msg, msglen, "bad VALUE: 0x needs pairs of hex digits, 0s base64");
+	if (vlen > 65536)
+		return bad(msg, msglen, "the value is longer than 65536 bytes");
+	d->xlen = (uint32_t)vlen;
+	return 0;
+}
+
 int pack_pseudo_add(struct pack_pseudo *ps, const char *def, const char *where,
 		    char *msg, size_t msglen)
 {
@@ -99,11 +190,18 @@ int pack_pseudo_add(struct pack_pseudo *ps, const char *def, const char *where,
 		goto out;
 	}
 	d.type = f[1][0];
-	if (strlen(f[1]) != 1 || !strchr("dmbcis", d.type)) {
+	if (strlen(f[1]) != 1 || !strchr("dmbcisx", d.type)) {
 		ret = bad(msg, msglen, d.type == 'f' && !f[1][1] ?
 			  "type 'f' (a file made by a command) is not supported" :
-			  "type must be one of d, m, b, c, i, s");
+			  "type must be one of d, m, b, c, i, s, x");
 		goto out;
+	}
+	if (d.type == 'x') {
+		ret = n == 3 ? parse_xattr(&d, f[2], msg, msglen) :
+			       bad(msg, msglen, "give PATH x NAME=VALUE");
+		if (ret)
+			goto out;
+		goto add;
 	}
 	if (n != (d.type == 'b' || d.type == 'c' ? 7 : d.type == 'i' || d.type == 's' ? 6 : 5)) {
 		ret = bad(msg, msglen, d.type == 'b' || d.type == 'c' ?
@@ -150,12 +248,17 @@ int pack_pseudo_add(struct pack_pseudo *ps, const char *def, const char *where,
 		ret = bad(msg, msglen, "the symlink target is longer than 4095 bytes");
 		goto out;
 	}
-	d.path = strdup(f[0]);
 	d.target = d.type == 's' ? strdup(f[5]) : NULL;
+	if (d.type == 's' && !d.target) {
+		ret = -ENOMEM;
+		goto out;
+	}
+add:
+	d.path = strdup(f[0]);
 	d.def = strdup(def);
 	d.where = where ? strdup(where) : NULL;
 	ret = -ENOMEM;
-	if (!d.path || !d.def || (d.type == 's' && !d.target) || (where && !d.where) ||
+	if (!d.path || !d.def || (where && !d.where) ||
 	    array_reserve((void **)&ps->d, &ps->cap, ps->n + 1, sizeof(*ps->d)))
 		goto out;
 	ps->d[ps->n++] = d;
@@ -166,6 +269,8 @@ out:
 	free(d.target);
 	free(d.def);
 	free(d.where);
+	free(d.xname);
+	free(d.xvalue);
 	free(line);
 	return ret;
 }
@@ -211,6 +316,8 @@ void pack_pseudo_free(struct pack_pseudo *ps)
 		free(ps->d[i].target);
 		free(ps->d[i].def);
 		free(ps->d[i].where);
+		free(ps->d[i].xname);
+		free(ps->d[i].xvalue);
 	}
 	free(ps->d);
 	memset(ps, 0, sizeof(*ps));
@@ -222,6 +329,11 @@ size_t pack_pseudo_name(const struct pack_pseudo_def *d, char *buf, size_t size)
 		 d->where ? d->where : "", d->where ? ")" : "");
 
 	return n < 0 ? 0 : (size_t)n;
+}
+
+int pack_pseudo_xattr_fits(const struct pack_pseudo_def *d, uint32_t mode)
+{
+	return strncmp(d->xname, "user.", 5) || S_ISREG(mode) || S_ISDIR(mode);
 }
 
 uint32_t pack_pseudo_mode(const struct pack_pseudo_def *d)
@@ -264,7 +376,8 @@ static const char *bare(const char *p)
 static int made_by_def(const struct pack_pseudo *ps, size_t i)
 {
 	for (size_t k = 0; k < i; k++)
-		if (ps->d[k].type != 'm' && !strcmp(bare(ps->d[k].path), bare(ps->d[i].path)))
+		if (!strchr("mx", ps->d[k].type) &&
+		    !strcmp(bare(ps->d[k].path), bare(ps->d[i].path)))
 			return 1;
 	return 0;
 }
@@ -295,6 +408,16 @@ static int apply_one(sqw_tree_t *tree, const struct pack_pseudo *ps, size_t i,
 		a.gid = d->gid;
 		sqw_node_set_attr(node, &a);
 		return 0;
+	}
+	if (d->type == 'x') {
+		if (!node)
+			return pfail(err, d, -ENOENT, "no such entry for the attribute");
+		sqw_node_get_attr(node, &a);
+		if (!pack_pseudo_xattr_fits(d, a.mode))
+			return pfail(err, d, -EPERM, "user. attributes are for regular files "
+				     "and directories only (Linux refuses them elsewhere)");
+		ret = sqw_node_set_xattr(tree, node, d->xname, d->xvalue, d->xlen);
+		return ret ? pfail(err, d, ret, "setting the attribute") : 0;
 	}
 	if (node) {
 		pack_pseudo_name(d, what, sizeof(what));

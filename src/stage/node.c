@@ -386,6 +386,10 @@ void stage_free(struct stage *s)
 	size_t i;
 	struct snode *p, *next;
 
+	for (i = 0; i < s->nmade; i++)
+		free(s->made[i].name);	/* made at the unmount's seal */
+	free(s->made);
+
 	for (i = 0; i < s->islots; i++) {
 		for (p = s->itab[i]; p; p = next) {
 			size_t j;

@@ -34,6 +34,8 @@ void stage_op_seal(fuse_req_t req, size_t size)
 	struct stage *s = S(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char *msg = NULL, *val = NULL;
+	struct stage_made *made;
+	size_t nmade;
 	int ret;
 
 	/*
@@ -52,7 +54,12 @@ void stage_op_seal(fuse_req_t req, size_t size)
 	stage_uring_unpin(s);
 	lock(s);
 	ret = stage_seal(s, &msg);
+	made = s->made;
+	nmade = s->nmade;
+	s->made = NULL;
+	s->nmade = s->made_cap = 0;
 	unlock(s);
+	stage_pseudo_made_notify(s, made, nmade);
 	stage_uring_repin(s);
 	if (ret) {
 		stage_log(s, LOG_ERR, "seal of %s failed: %s", s->image, msg ? msg : "out of memory");

@@ -460,6 +460,15 @@ int stage_seal(struct stage *s, char **out)
 	}
 	stage_bg_pause(s);
 	wait_writers(s);
+	{
+		char m[4608];
+
+		if (stage_pseudo_reapply(s, m, sizeof(m))) {
+			fail(&c, "-o pseudo_file: %s; fix the tree (or mount again without "
+			     "that definition) and seal again", m);
+			goto fail;
+		}
+	}
 	if (seal_stands(s)) {
 		stage_bg_resume(s);
 		*out = strdup(s->last_summary);

@@ -188,7 +188,18 @@ struct stage_bg_status {
 	int rehearsal_current;		/* the last one saw the tree as it is */
 };
 
+/* What a seal's pseudo definitions changed (pseudo.c): a name in ino, or
+ * with name NULL the inode ino itself. */
+struct stage_made {
+	fuse_ino_t ino;
+	char *name;
+};
+
 struct stage {
+	const struct pack_pseudo *pseudo;	/* -o pseudo_file, or NULL */
+	struct stage_made *made;	/* names the last seal made again */
+	size_t nmade, made_cap;
+	int pseudo_changed;
 	pthread_mutex_t lock;
 	pthread_cond_t released;	/* signalled when a writer closes */
 	struct cli_opts opts;
@@ -521,12 +532,18 @@ int stage_seal(struct stage *s, char **out);
 int stage_image_is_sealed(struct stage *s);
 
 /*
- * pseudo.c: -o pseudo_file definitions into the tree, before the mount;
- * warnings to warn, and msg says why one did not fit.
+ * pseudo.c: -o pseudo_file definitions into the tree, before the mount
+ * (ps is kept for the seals: it must outlive s); warnings to warn, and
+ * msg says why one did not fit.
  */
 struct pack_pseudo;
 int stage_pseudo_apply(struct stage *s, const struct pack_pseudo *ps, FILE *warn,
 		       char *msg, size_t msglen);
+/* At a seal (lock held): the definitions again; names made go to s->made. */
+int stage_pseudo_reapply(struct stage *s, char *msg, size_t msglen);
+int stage_pseudo_made_add(struct stage *s, fuse_ino_t ino, const char *name, size_t len);
+/* Without the lock: the kernel forgets that the names in m were absent. */
+void stage_pseudo_made_notify(struct stage *s, struct stage_made *m, size_t n);
 /*
  * spool.c.  Make a fresh spool for s->image, in the directory where (NULL:
  * beside the image), or take over the spool where of a daemon that died

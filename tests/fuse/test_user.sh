@@ -12,6 +12,11 @@
 #     sqfs-pack makes of a copy of that view
 #   - devices need CAP_MKNOD in the kernel before the daemon hears of them:
 #     mknod of a character device fails with EPERM (pseudo_file= is the way)
+#   - pseudo_file: tar x of a tree with /dev unlinks the node it made and
+#     cannot make it again; the seal does, and applies the m and x
+#     definitions (a file capability, a trusted. attribute) to a file tar
+#     made; one whose entry is missing fails the seal, naming it; the mount
+#     then shows what the seal applied; -o suid from a user is a warning
 #   - where /dev/fuse is not open to the user (mode 0600), the mount fails
 #     with exit 1 and a message that says so, and leaves no spool behind
 # /dev/fuse's mode is changed for the test and put back at its end.
@@ -193,4 +198,105 @@ EOF
 		fail "the user's image differs from sqfs-pack of its tree"
 	fi
 fi
+
+# --- pseudo definitions: what the kernel refuses a user --------------------
+# tar x of a tree with /dev unlinks the node the definitions made, then
+# fails to mknod it; the seal makes it again.  The m and x definitions name
+# a file tar makes later: they wait for the seal (x: a file capability and
+# a trusted. attribute, which a user cannot set through the mount).
+P=$U/pseudo
+cat >"$P" <<'EOF'
+dev d 755 0 0
+dev/null c 666 0 0 1 3
+usr/bin/ping m 4755 0 0
+usr/bin/ping x security.capability=0x0100000200200000000000000000000000000000
+usr/bin/ping x trusted.note=0tset at the seal
+EOF
+PT=$WORK/ptree
+mkdir -p "$PT/dev" "$PT/usr/bin"
+printf 'ping\n' >"$PT/usr/bin/ping"
+mknod "$PT/dev/null" c 1 3
+tar -C "$PT" --numeric-owner -cf "$U/tree.tar" .
+chmod 644 "$U/tree.tar" "$P"
+M2=$U/mnt2
+IMG2=$U/pseudo.sqfs
+mkdir "$M2"
+chown "$NOBODY:$NOGROUP" "$M2"
+as_user "$WORK/tools/sqfs-stage" -f -o "comp=gzip,mkfs_time=1,pseudo_file=$P,suid" "$IMG2" "$M2" \
+	>"$WORK/daemon2.log" 2>&1 &
+DPID=$!
+DAEMONS+=("$DPID")
+MOUNTS+=("$M2")
+for ((i = 0; i < 200; i++)); do
+	findmnt -n "$M2" >/dev/null && break
+	kill -0 "$DPID" 2>/dev/null || break
+	sleep 0.05
+done
+findmnt -n "$M2" >/dev/null || { log "FAIL: the user's mount with pseudo_file failed: $(cat "$WORK/daemon2.log")"; exit 1; }
+if grep -q -- "-o suid is for root only: the mount is nosuid,nodev" "$WORK/daemon2.log"; then
+	ok "-o suid from a user: a warning says the mount is nosuid"
+else
+	fail "-o suid from a user: no warning ($(cat "$WORK/daemon2.log"))"
+fi
+rc=0
+as_user tar -C "$M2" -xpf "$U/tree.tar" 2>"$WORK/tar.err" || rc=$?
+if ((rc == 2)) && grep -q "dev/null: Cannot mknod" "$WORK/tar.err" && ! as_user test -e "$M2/dev/null"; then
+	ok "tar x removed the node the definitions made, and could not make it"
+else
+	fail "tar x over dev/null: exit $rc, $(cat "$WORK/tar.err")"
+fi
+# At the seal an m definition's entry is missing: the seal fails naming it.
+as_user mv "$M2/usr/bin/ping" "$M2/usr/bin/ping.away"
+expect_exit 1 "usr/bin/ping m 4755 0 0'.*: no such entry to modify" \
+	as_user "$WORK/tools/sqfs-seal" --keep "$M2"
+as_user mv "$M2/usr/bin/ping.away" "$M2/usr/bin/ping"
+if as_user "$WORK/tools/sqfs-seal" --keep "$M2" >"$WORK/seal.out" 2>&1; then
+	ok "sealed (--keep) once the entry is back"
+else
+	fail "sqfs-seal --keep: $(cat "$WORK/seal.out")"
+fi
+# The mount shows what the seal applied (the kernel was told).
+if as_user python3 - "$M2" <<'EOF'
+import os, stat, sys
+m = sys.argv[1]
+st = os.lstat(os.path.join(m, "dev/null"))
+p = os.lstat(os.path.join(m, "usr/bin/ping"))
+cap = os.getxattr(os.path.join(m, "usr/bin/ping"), "security.capability")
+ok = (stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3) and
+      stat.S_IMODE(p.st_mode) == 0o4755 and p.st_uid == 0 and
+      cap == bytes.fromhex("0100000200200000000000000000000000000000"))
+if not ok:
+    print(st, p, cap.hex())
+sys.exit(0 if ok else 1)
+EOF
+then
+	ok "after the seal the mount shows dev/null again, ping 4755 root with its capability"
+else
+	fail "the mount after the seal does not show what the definitions made"
+fi
+as_user "$WORK/tools/sqfs-seal" "$M2" >"$WORK/seal.out" 2>&1 || fail "sqfs-seal: $(cat "$WORK/seal.out")"
+wait_daemon 0
+if loop_mount "$IMG2" "$WORK/k2"; then
+	if python3 - "$WORK/k2" <<'EOF'
+import os, stat, sys
+k = sys.argv[1]
+st = os.lstat(os.path.join(k, "dev/null"))
+p = os.lstat(os.path.join(k, "usr/bin/ping"))
+f = os.path.join(k, "usr/bin/ping")
+ok = (stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3) and
+      stat.S_IMODE(st.st_mode) == 0o666 and st.st_uid == 0 and
+      stat.S_IMODE(p.st_mode) == 0o4755 and (p.st_uid, p.st_gid) == (0, 0) and
+      os.getxattr(f, "security.capability") ==
+      bytes.fromhex("0100000200200000000000000000000000000000") and
+      os.getxattr(f, "trusted.note") == b"set at the seal")
+sys.exit(0 if ok else 1)
+EOF
+	then
+		ok "the image has dev/null, ping 4755 root, its capability and trusted.note"
+	else
+		fail "the image lacks what the pseudo definitions made: $(ls -ln "$WORK/k2/dev" "$WORK/k2/usr/bin"; getfattr -d -m - "$WORK/k2/usr/bin/ping" 2>&1)"
+	fi
+	loop_umount "$WORK/k2"
+fi
 finish
+

@@ -9,6 +9,8 @@
 #   - the same definitions given to mksquashfs: sqfsdiff finds no difference;
 #     as there, a definition naming an entry of the input is ignored with a
 #     warning (except type m) and can replace it once excluded with -e;
+#   - x definitions (extended attributes, values as text, 0x hex, 0s
+#     base64, 0t text): byte-identical to a real tree made with setfattr;
 #   - --pseudo-file skips comments and blank lines;
 #   - bad definitions are usage errors (exit 2) saying what is wrong, with
 #     the file and line for --pseudo-file; definitions that do not fit the
@@ -123,6 +125,57 @@ else
 	fail "-e then -p: $(cat "$WORK/err") $(unsquashfs -lln "$WORK/repl.sqfs" /bin/su 2>&1 | tail -n 1)"
 fi
 
+section "x: extended attributes"
+# The attributes the kernel refuses a user who has no privileges
+# (security.capability, trusted.*), in every VALUE encoding, on entries of
+# the input and of definitions; the image equals the real tree's.
+setfattr -n user.k -v old "$S/etc"
+XDEFS=(
+	'bin/su x security.capability=0x0100000200200000000000000000000000000000'
+	'bin/su x user.hex=0x00ff10'
+	'etc x user.k=a new value, with spaces'
+	'etc/passwd x trusted.b64=0sAAEC/w=='
+	'etc/passwd x user.t=0t0x not hex'
+	'dev d 755 0 0'
+	'dev/null c 666 0 0 1 3'
+	'dev/null x trusted.dev=0tnull'
+	'/ x user.root=on the root'
+)
+XFLAGS=()
+for d in "${XDEFS[@]}"; do XFLAGS+=(-p "$d"); done
+X=$WORK/xexpect
+cp -a "$S" "$X"
+mkdir -m 755 "$X/dev"
+mknod -m 666 "$X/dev/null" c 1 3
+setfattr -n security.capability -v 0x0100000200200000000000000000000000000000 "$X/bin/su"
+setfattr -n user.hex -v 0x00ff10 "$X/bin/su"
+setfattr -n user.k -v 'a new value, with spaces' "$X/etc"
+setfattr -n trusted.b64 -v 0x000102ff "$X/etc/passwd"
+"$PYTHON3" -c 'import os, sys; os.setxattr(sys.argv[1], "user.t", b"0x not hex")' "$X/etc/passwd"
+setfattr -h -n trusted.dev -v null "$X/dev/null"
+setfattr -n user.root -v 'on the root' "$X"
+touch -h -d @$T "$X/dev" "$X/dev/null"
+touch -h -d @1600000000 "$X" "$X/bin" "$X/etc" "$X/bin/su" "$X/etc/passwd"
+"$SQFS_PACK" "${PACK_OPTS[@]}" "$X" "$WORK/xwant.sqfs"
+if "$SQFS_PACK" "${PACK_OPTS[@]}" "${XFLAGS[@]}" "$S" "$WORK/xgot.sqfs" 2>"$WORK/err" &&
+	[[ $(sha "$WORK/xgot.sqfs") == "$(sha "$WORK/xwant.sqfs")" ]]; then
+	log "ok: x definitions equal a real tree made with setfattr"
+else
+	fail "x definitions: $(cat "$WORK/err") $(sqfsdiff -a "$WORK/xwant.sqfs" -b "$WORK/xgot.sqfs" 2>&1 | head -n 10 | tr '\n' ' ' || true)"
+fi
+# the kernel reads the capability back
+mkdir -p "$WORK/xm"
+if mount -o loop,ro "$WORK/xgot.sqfs" "$WORK/xm" 2>/dev/null; then
+	v=$(getfattr -n security.capability --only-values "$WORK/xm/bin/su" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+	umount "$WORK/xm"
+	[[ $v == 0100000200200000000000000000000000000000 ]] &&
+		log "ok: the kernel reads the capability an x definition set" ||
+		fail "the kernel reads security.capability of bin/su as '$v'"
+else
+	fail "cannot loop-mount the x image"
+fi
+setfattr -x user.k "$S/etc"
+
 section "bad definitions: usage errors"
 usage_error() { # PATTERN ARGS...
 	local pat=$1 rc=0
@@ -146,6 +199,16 @@ usage_error "type i takes f" -p 'x i 644 0 0 q'
 usage_error "give PATH d|m MODE UID GID" -p 'x d 755 0'
 usage_error "give PATH TYPE" -p 'x'
 usage_error "give PATH TYPE" -p '"unterminated d 755 0 0'
+usage_error "give PATH x NAME=VALUE" -p 'etc x user.k'
+usage_error "give PATH x NAME=VALUE" -p 'etc x =v'
+usage_error "only user., trusted. and security. attributes" -p 'etc x system.posix_acl_access=0x02'
+usage_error "NAME is empty after its namespace" -p 'etc x trusted.=v'
+usage_error "bad VALUE: 0x needs pairs of hex digits" -p 'etc x user.k=0xabc'
+usage_error "bad VALUE: 0x needs pairs of hex digits" -p 'etc x user.k=0xzz'
+usage_error "bad VALUE: .* 0s base64" -p 'etc x user.k=0sAA*='
+usage_error "bad VALUE: .* 0s base64" -p 'etc x user.k=0sAAE'
+printf 'etc x user.k=0x%s\n' "$(head -c 65537 /dev/zero | od -An -v -tx1 | tr -d ' \n')" >"$WORK/long.txt"
+usage_error "line 1: the value is longer than 65536 bytes" --pseudo-file "$WORK/long.txt"
 printf 'dev d 755 0 0\n# fine so far\ndev/x c 644 0 0 1\n' >"$WORK/bad.txt"
 usage_error "bad.txt: line 3: give PATH b|c" --pseudo-file "$WORK/bad.txt"
 usage_error "No such file" --pseudo-file "$WORK/no-such-file"
@@ -164,6 +227,9 @@ apply_error() { # PATTERN ARGS...
 apply_error "pseudo definition 'dev/null c 666 0 0 1 3': a parent directory is missing" -p 'dev/null c 666 0 0 1 3'
 apply_error "pseudo definition 'nothing m 644 0 0': no such entry to modify" -p 'nothing m 644 0 0'
 apply_error "pseudo definition 'bin/su/x d 755 0 0': a parent is not a directory" -p 'bin/su/x d 755 0 0'
+apply_error "pseudo definition 'nothing x user.k=v': no such entry for the attribute" -p 'nothing x user.k=v'
+apply_error "user. attributes are for regular files and directories only" \
+	-p 'dev d 755 0 0' -p 'dev/null c 666 0 0 1 3' -p 'dev/null x user.k=v'
 printf 'a d 755 0 0\n\nb/c d 755 0 0\n' >"$WORK/late.txt"
 apply_error "(.*late.txt:3)" --pseudo-file "$WORK/late.txt"
 

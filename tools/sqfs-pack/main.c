@@ -79,7 +79,7 @@ static void usage(FILE *f)
 "  -p, --pseudo DEF         add or change an entry, as mksquashfs -p:\n"
 "                           'PATH d|m MODE UID GID', 'PATH b|c MODE UID GID\n"
 "                           MAJOR MINOR', 'PATH i MODE UID GID f|s',\n"
-"                           'PATH s MODE UID GID TARGET'\n"
+"                           'PATH s MODE UID GID TARGET', 'PATH x NAME=VALUE'\n"
 "      --pseudo-file FILE   the same, one definition a line\n"
 "  -q, --quiet              no summary\n"
 "      --progress, --no-progress     progress bar (default: if stderr is a TTY)\n"

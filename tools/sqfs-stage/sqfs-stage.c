@@ -190,6 +190,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		p->allow_other = 1;
 		return 1;
 	}
+	if ((!strcmp(k, "suid") || !strcmp(k, "dev")) && !val && geteuid()) {
+		/* fusermount3 mounts a user's file systems nosuid,nodev whatever is asked */
+		fprintf(stderr, "%s: warning: -o %s is for root only: the mount is nosuid,nodev "
+			"(the image keeps set-id bits and device nodes all the same)\n", prog, k);
+		return 0;
+	}
 	r = cli_opt_set(&p->s->opts, k, val, msg, sizeof(msg));
 	if (r > 0 && sqw_comp_is_key(k)) {
 		/* "-o comp=gzip,window=12": the comma ended comp= */
