@@ -58,25 +58,30 @@ else
 	ok "a failed mount left no spool"
 fi
 
+# user_mount IMG MNT LOG OPTS: the user's daemon in the foreground (DPID),
+# its messages in LOG; exits the test if it does not mount.
+user_mount() {
+	mkdir "$2"
+	chown "$NOBODY:$NOGROUP" "$2"
+	as_user "$WORK/tools/sqfs-stage" -f -o "$4" "$1" "$2" >>"$3" 2>&1 &
+	DPID=$!
+	DAEMONS+=("$DPID")
+	MOUNTS+=("$2")
+	# findmnt, not mountpoint(1): root may not stat a mount of another
+	# user's that lacks allow_other.
+	for ((i = 0; i < 200; i++)); do
+		findmnt -n "$2" >/dev/null && break
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.05
+	done
+	findmnt -n "$2" >/dev/null || { log "FAIL: the user's sqfs-stage did not mount: $(cat "$3")"; exit 1; }
+}
+
 # --- a user's mount --------------------------------------------------------
 chmod 666 /dev/fuse
 M=$U/mnt
 IMG=$U/rootfs.sqfs
-mkdir "$M"
-chown "$NOBODY:$NOGROUP" "$M"
-as_user "$WORK/tools/sqfs-stage" -f -o comp=gzip,mkfs_time=1 "$IMG" "$M" \
-	>>"$WORK/daemon.log" 2>&1 &
-DPID=$!
-DAEMONS+=("$DPID")
-MOUNTS+=("$M")
-# findmnt, not mountpoint(1): root may not stat a mount of another user's
-# that lacks allow_other.
-for ((i = 0; i < 200; i++)); do
-	findmnt -n "$M" >/dev/null && break
-	kill -0 "$DPID" 2>/dev/null || break
-	sleep 0.05
-done
-findmnt -n "$M" >/dev/null || { log "FAIL: the user's sqfs-stage did not mount"; exit 1; }
+user_mount "$IMG" "$M" "$WORK/daemon.log" comp=gzip,mkfs_time=1
 if findmnt -n -o OPTIONS "$M" | grep -q "user_id=$NOBODY"; then
 	ok "mounted by uid $NOBODY"
 else
@@ -220,19 +225,7 @@ tar -C "$PT" --numeric-owner -cf "$U/tree.tar" .
 chmod 644 "$U/tree.tar" "$P"
 M2=$U/mnt2
 IMG2=$U/pseudo.sqfs
-mkdir "$M2"
-chown "$NOBODY:$NOGROUP" "$M2"
-as_user "$WORK/tools/sqfs-stage" -f -o "comp=gzip,mkfs_time=1,pseudo_file=$P,suid" "$IMG2" "$M2" \
-	>"$WORK/daemon2.log" 2>&1 &
-DPID=$!
-DAEMONS+=("$DPID")
-MOUNTS+=("$M2")
-for ((i = 0; i < 200; i++)); do
-	findmnt -n "$M2" >/dev/null && break
-	kill -0 "$DPID" 2>/dev/null || break
-	sleep 0.05
-done
-findmnt -n "$M2" >/dev/null || { log "FAIL: the user's mount with pseudo_file failed: $(cat "$WORK/daemon2.log")"; exit 1; }
+user_mount "$IMG2" "$M2" "$WORK/daemon2.log" "comp=gzip,mkfs_time=1,pseudo_file=$P,suid"
 if grep -q -- "-o suid is for root only: the mount is nosuid,nodev" "$WORK/daemon2.log"; then
 	ok "-o suid from a user: a warning says the mount is nosuid"
 else
