@@ -69,6 +69,7 @@ struct stage_bg {
 	int stop, pause, busy;	/* under stage->lock */
 	int rehearsing;		/* under stage->lock */
 	int interrupt;		/* atomic: stop or pause asked */
+	int abandon;		/* atomic: the current file changed or went */
 	struct qent *q;		/* files to compress, a ring */
 	size_t qhead, qlen, qcap;
 	/* owned by the thread */
@@ -174,6 +175,13 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 		return;
 	n->wgen++;
 	n->tdig_ok = 0;
+	/*
+	 * The file being compressed: no block still to come could be recorded
+	 * (its wgen moved), and a removed file's spool file stays allocated
+	 * for as long as the thread holds it open.
+	 */
+	if (s->bg && s->bg->busy && s->bg->ino == n->ino)
+		__atomic_store_n(&s->bg->abandon, 1, __ATOMIC_RELAXED);
 	if (!n->ncblk || !len)
 		return;
 	first = off / bs;
@@ -389,7 +397,8 @@ static void compress_blocks(struct stage_bg *bg, const uint32_t *todo, size_t nt
 		uint32_t len = bg->size - off < bg->bs ? (uint32_t)(bg->size - off) : bg->bs;
 		struct bp_job *j;
 
-		if (__atomic_load_n(&bg->interrupt, __ATOMIC_RELAXED))
+		if (__atomic_load_n(&bg->interrupt, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&bg->abandon, __ATOMIC_RELAXED))
 			break;
 		/*
 		 * Holes are neither read nor stored: the seal's data pass finds
@@ -489,6 +498,7 @@ static void *bg_main(void *arg)
 		bg->wgen = n->wgen;
 		bg->size = n->size;
 		bg->busy = 1;
+		__atomic_store_n(&bg->abandon, 0, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&s->lock);
 
 		compress_blocks(bg, todo, ntodo);
