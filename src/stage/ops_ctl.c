@@ -3,6 +3,7 @@
  * The control requests sqfs-seal and the status probe send: a getxattr of
  * STAGE_SEAL_XATTR or STAGE_STATUS_XATTR on the root.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,12 @@ void stage_op_seal(fuse_req_t req, size_t size)
 	s->nmade = s->made_cap = 0;
 	unlock(s);
 	stage_pseudo_made_notify(s, made, nmade);
+	/*
+	 * What the seal's pool freed stays in its threads' arenas otherwise:
+	 * 50 seals (--keep) of a tree of 9 000 files left 146 MB resident
+	 * for 16 MB in use.
+	 */
+	malloc_trim(0);
 	stage_uring_repin(s);
 	if (ret) {
 		stage_log(s, LOG_ERR, "seal of %s failed: %s", s->image, msg ? msg : "out of memory");

@@ -8,7 +8,8 @@
 # spool, the image path taken by a directory, ENOSPC) with their messages,
 # images into a directory without O_TMPFILE, clamped times, and -o
 # pseudo_file (device nodes the daemon makes itself; equal to sqfs-pack
-# --pseudo-file; a bad or unfit file refused at start-up).
+# --pseudo-file; a bad or unfit file refused at start-up), and the daemon's
+# memory after repeated seals (--keep) within 64 MiB + 256 B an inode.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -572,6 +573,47 @@ if out=$("$SEAL" --json "$M" 2>"$WORK/err"); then
 else
 	fail "seal of a 1960 mtime: $(cat "$WORK/err")"
 fi
+wait_daemon 0
+
+# --- repeated seals (--keep): the daemon's memory stays within its bound ---
+# Each seal's compressor threads free their buffers (zstd:15 contexts are
+# large) into their own malloc arenas; unless given back, five seals of a
+# 700-inode tree kept about 100 MB resident.
+M=$WORK/mrss
+stage_mount "$WORK/rss.sqfs" "$M" -o comp=zstd:15
+ROUNDS=5
+[[ ${SQFS_TEST_QUICK-} == 1 ]] && ROUNDS=2	# the seals' code paths; the bound needs 5
+for ((round = 1; round <= ROUNDS; round++)); do
+	python3 - "$M" "$round" <<'EOF'
+import os, sys, random
+mnt, r = sys.argv[1], int(sys.argv[2])
+random.seed(r)
+txt = b"".join(b"word%d " % random.randint(0, 5000) for _ in range(60000))
+for d in range(5):
+    os.makedirs(f"{mnt}/d{d}", exist_ok=True)
+files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(mnt) for f in fs)
+for i in range(200):
+    n = random.choice([0, 10, 3000, 100000, 300000])
+    off = random.randint(0, len(txt) - n)
+    with open(f"{mnt}/d{i % 5}/f{r}_{i}", "wb") as f:
+        f.write(txt[off:off + n])
+random.shuffle(files)
+for p in files[:150]:
+    os.unlink(p) if random.random() < 0.5 else os.truncate(p, random.randint(0, 1000))
+EOF
+	"$SEAL" --quiet --keep "$M" || fail "seal --keep, round $round"
+done
+rss=$(awk '/^VmRSS/ {print $2 * 1024}' "/proc/$DPID/status")
+inodes=$(find "$M" | wc -l)
+limit=$((64 * 1024 * 1024 + 256 * inodes))
+if [[ ${SQFS_TEST_QUICK-} == 1 ]]; then
+	log "note: SQFS_TEST_QUICK=1 (a sanitizer's own memory): $((rss >> 20)) MiB after $ROUNDS seals is judged in the normal mode"
+elif ((rss <= limit)); then
+	ok "after 5 seals of $inodes inodes the daemon holds $((rss >> 20)) MiB (bound $((limit >> 20)) MiB)"
+else
+	fail "after 5 seals of $inodes inodes the daemon holds $((rss >> 20)) MiB, above 64 MiB + 256 B an inode"
+fi
+"$SEAL" --quiet "$M" || fail "last seal"
 wait_daemon 0
 
 # --- -o pseudo_file: entries the daemon makes itself (device nodes too) ---
