@@ -75,6 +75,7 @@ struct stage_bg {
 	/* owned by the thread */
 	int cfd;
 	uint64_t cend;
+	uint64_t live;		/* atomic: stored forms in SPOOL/blocks */
 	int warned;
 	sqw_compressor_t *cmp;
 	struct bp *bp;
@@ -153,8 +154,10 @@ static void punch_entry(struct stage_bg *bg, uint64_t off, uint32_t word)
 {
 	uint32_t len = word & ~(1u << 24);
 
-	if (word != BG_NONE && len && off != BG_IN_FILE)
+	if (bg && word != BG_NONE && len && off != BG_IN_FILE) {
 		punch(bg, off, aligned(len));
+		__atomic_sub_fetch(&bg->live, 1, __ATOMIC_RELAXED);
+	}
 }
 
 /* A stored block goes: the status counts what the seal can still take. */
@@ -169,7 +172,7 @@ static void uncount(struct stage_bg *bg, const struct centry *c)
 
 void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t len)
 {
-	uint64_t bs = s->opts.img.comp.block_size, first, last, i, ps = 0, pe = 0;
+	uint64_t bs = s->opts.img.comp.block_size, first, last, i, ps = 0, pe = 0, gone = 0;
 
 	if (!S_ISREG(n->mode))
 		return;
@@ -201,10 +204,13 @@ void stage_bg_changed(struct stage *s, struct snode *n, uint64_t off, uint64_t l
 				pe = c->off;
 			}
 			pe += aligned(l);
+			gone++;
 		}
 		c->word = BG_NONE;
 	}
 	punch(s->bg, ps, pe - ps);
+	if (s->bg && gone)
+		__atomic_sub_fetch(&s->bg->live, gone, __ATOMIC_RELAXED);
 	if (first == 0 && last == n->ncblk) {
 		free(n->cblk);
 		n->cblk = NULL;
@@ -269,6 +275,13 @@ static int append(struct stage_bg *bg, const void *data, uint32_t len, uint64_t 
 	size_t done = 0;
 	ssize_t w = 0;
 
+	/*
+	 * Nothing stored is left (every form was punched): start the file
+	 * again, or its apparent size grows with every block ever stored, up
+	 * to the file size limit, where storing stops for good.
+	 */
+	if (bg->cend && !__atomic_load_n(&bg->live, __ATOMIC_RELAXED) && !ftruncate(bg->cfd, 0))
+		bg->cend = 0;
 	bg->cend = aligned(bg->cend);
 	/* A short write is retried: the second one says why (ENOSPC). */
 	while (done < len) {
@@ -299,6 +312,7 @@ static int append(struct stage_bg *bg, const void *data, uint32_t len, uint64_t 
 	}
 	*off = bg->cend;
 	bg->cend += len;
+	__atomic_add_fetch(&bg->live, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -12,7 +12,8 @@
 #     -o no_background;
 #   - writers racing with the compressor never leak stale blocks;
 #   - a file removed or replaced while compressed is let go at once (its
-#     spool file's space comes back as rm returns);
+#     spool file's space comes back as rm returns), and SPOOL/blocks starts
+#     again when nothing in it is used;
 #   - sqfs-seal --keep, then more changes, then a second seal;
 #   - fragment blocks compressed by rehearsals before the seal are taken
 #     where the tails are unchanged, and changes made after the last
@@ -328,6 +329,28 @@ EOF
 	fi
 	rm -f "$M/big"
 done
+# Files compressed, then removed, one after another: SPOOL/blocks starts
+# again once nothing in it is used, rather than growing with every block
+# ever stored (up to the file size limit, where storing stopped for good).
+STORE=$(echo "$WORK"/.d4b.sqfs.spool.*/blocks)
+for round in 1 2 3 4; do
+	python3 - "$M/f$round" "$round" <<'EOF'
+import sys
+r = int(sys.argv[2])
+line = b"".join(b"round %d, row %d of a text\n" % (r, k) for k in range(60000))
+with open(sys.argv[1], "wb") as f:
+    f.write(line[: 4 << 20])
+EOF
+	wait_idle "$M"
+	size=$(stat -c %s "$STORE")
+	((round == 1)) && first=$size
+	rm "$M/f$round"
+done
+if ((first > 0 && size <= first + 65536)); then
+	ok "SPOOL/blocks: $size bytes after four files stored and removed in turn (one: $first)"
+else
+	fail "SPOOL/blocks grew to $size bytes over four files stored and removed in turn (one: $first)"
+fi
 "$SEAL" --quiet "$M" || fail "seal after removals"
 wait_daemon 0
 
