@@ -386,9 +386,9 @@ void stage_free(struct stage *s)
 	size_t i;
 	struct snode *p, *next;
 
-	for (i = 0; i < s->nmade; i++)
-		free(s->made[i].name);	/* made at the unmount's seal */
-	free(s->made);
+	for (i = 0; i < s->ninval; i++)
+		free(s->inval[i].name);	/* from the unmount's seal */
+	free(s->inval);
 
 	for (i = 0; i < s->islots; i++) {
 		for (p = s->itab[i]; p; p = next) {

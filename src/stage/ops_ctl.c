@@ -35,8 +35,8 @@ void stage_op_seal(fuse_req_t req, size_t size)
 	struct stage *s = S(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char *msg = NULL, *val = NULL;
-	struct stage_made *made;
-	size_t nmade;
+	struct stage_inval *inval;
+	size_t ninval;
 	int ret;
 
 	/*
@@ -55,12 +55,12 @@ void stage_op_seal(fuse_req_t req, size_t size)
 	stage_uring_unpin(s);
 	lock(s);
 	ret = stage_seal(s, &msg);
-	made = s->made;
-	nmade = s->nmade;
-	s->made = NULL;
-	s->nmade = s->made_cap = 0;
+	inval = s->inval;
+	ninval = s->ninval;
+	s->inval = NULL;
+	s->ninval = s->inval_cap = 0;
 	unlock(s);
-	stage_pseudo_made_notify(s, made, nmade);
+	stage_pseudo_inval_send(s, inval, ninval);
 	/*
 	 * What the seal's pool freed stays in its threads' arenas otherwise:
 	 * 50 seals (--keep) of a tree of 9 000 files left 146 MB resident

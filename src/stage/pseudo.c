@@ -79,6 +79,26 @@ static int say(char *msg, size_t msglen, const struct pack_pseudo_def *d, int co
 	return code;
 }
 
+/*
+ * Remember what a seal changed that the kernel caches: a name made again
+ * (it may hold it as absent), or with name NULL an inode's attributes.
+ */
+static int inval_add(struct stage *s, fuse_ino_t ino, const char *name, size_t len)
+{
+	struct stage_inval *m;
+	char *copy = name ? strndup(name, len) : NULL;
+
+	if ((name && !copy) || array_reserve((void **)&s->inval, &s->inval_cap, s->ninval + 1,
+					     sizeof(*s->inval))) {
+		free(copy);
+		return -ENOMEM;
+	}
+	m = &s->inval[s->ninval++];
+	m->ino = ino;
+	m->name = copy;
+	return 0;
+}
+
 static int apply_one(struct stage *s, const struct pack_pseudo_def *d, int64_t mtime,
 		     int at_seal, FILE *warn, char *msg, size_t msglen)
 {
@@ -89,18 +109,20 @@ static int apply_one(struct stage *s, const struct pack_pseudo_def *d, int64_t m
 	const char *name;
 	char what[4400];
 	size_t len;
-	int ret;
+	int ret, defer;
 
+	/* m and x name entries the producer may make later: the seal applies them */
+	defer = !at_seal && strchr("mx", d->type);
 	ret = walk(s, d->path, &dir, &name, &len);
-	if (ret == -ENOENT && !at_seal && strchr("mx", d->type))
-		return 0;	/* the producer may make it: the seal applies it */
+	if (ret == -ENOENT && defer)
+		return 0;
 	if (ret)
 		return say(msg, msglen, d, ret, ret == -EINVAL ? "'..' in the path" :
 			   ret == -ENOENT ? "a parent directory is missing (define it first)" :
 			   "a parent is not a directory");
 	de = len ? dir_find(dir, name, len) : NULL;
 	n = len ? (de ? de->node : NULL) : s->root;
-	if (!n && !at_seal && strchr("mx", d->type))
+	if (!n && defer)
 		return 0;
 	if (d->type == 'm') {
 		if (!n)
@@ -113,9 +135,8 @@ static int apply_one(struct stage *s, const struct pack_pseudo_def *d, int64_t m
 		n->mode = (n->mode & S_IFMT) | d->mode;
 		stage_jnl_node(s, n);
 		s->gen++;
-		s->pseudo_changed = 1;
 		/* the kernel caches the old owner and mode */
-		if (at_seal && stage_pseudo_made_add(s, n->ino, NULL, 0))
+		if (at_seal && inval_add(s, n->ino, NULL, 0))
 			return say(msg, msglen, d, -ENOMEM, "out of memory");
 		return 0;
 	}
@@ -133,7 +154,6 @@ static int apply_one(struct stage *s, const struct pack_pseudo_def *d, int64_t m
 			return say(msg, msglen, d, ret, "setting the attribute");
 		stage_jnl_xattr(s, n, d->xname, d->xvalue, d->xlen, 0);
 		s->gen++;
-		s->pseudo_changed = 1;
 		return 0;
 	}
 	if (n) {
@@ -146,7 +166,7 @@ static int apply_one(struct stage *s, const struct pack_pseudo_def *d, int64_t m
 		return say(msg, msglen, d, -ENAMETOOLONG, "name longer than 256 bytes");
 	if (stage_ids_check(s, NULL, d->uid, d->gid))
 		return say(msg, msglen, d, -EOVERFLOW, "more than 65535 distinct ids");
-	if (at_seal && stage_pseudo_made_add(s, dir->ino, name, len))
+	if (at_seal && inval_add(s, dir->ino, name, len))
 		return say(msg, msglen, d, -ENOMEM, "out of memory");
 	n = stage_new_node(s, pack_pseudo_mode(d), d->uid, d->gid, (dev_t)d->rdev);
 	if (!n)
@@ -163,39 +183,18 @@ static int apply_one(struct stage *s, const struct pack_pseudo_def *d, int64_t m
 	stage_jnl_node(s, n);
 	stage_jnl_dirent(s, dir, name, len, n);
 	s->gen++;
-	s->pseudo_changed = 1;
-	return 0;
-}
-
-/*
- * Remember what a seal changed that the kernel caches: a name made again
- * (it may hold it as absent), or with name NULL an inode's attributes.
- */
-int stage_pseudo_made_add(struct stage *s, fuse_ino_t ino, const char *name, size_t len)
-{
-	struct stage_made *m;
-	char *copy = name ? strndup(name, len) : NULL;
-
-	if ((name && !copy) || array_reserve((void **)&s->made, &s->made_cap, s->nmade + 1,
-					     sizeof(*s->made))) {
-		free(copy);
-		return -ENOMEM;
-	}
-	m = &s->made[s->nmade++];
-	m->ino = ino;
-	m->name = copy;
 	return 0;
 }
 
 static int apply_all(struct stage *s, int at_seal, FILE *warn, char *msg, size_t msglen)
 {
 	const struct pack_pseudo *ps = s->pseudo;
+	uint64_t gen = s->gen;
 	int ret = 0;
 
-	s->pseudo_changed = 0;
 	for (size_t i = 0; ps && i < ps->n && !ret; i++)
 		ret = apply_one(s, &ps->d[i], s->opts.img.mkfs_time, at_seal, warn, msg, msglen);
-	if (s->pseudo_changed)
+	if (s->gen != gen)
 		stage_jnl_flush(s);
 	return ret;
 }
@@ -217,7 +216,7 @@ int stage_pseudo_reapply(struct stage *s, char *msg, size_t msglen)
 	return s->pseudo ? apply_all(s, 1, NULL, msg, msglen) : 0;
 }
 
-void stage_pseudo_made_notify(struct stage *s, struct stage_made *m, size_t n)
+void stage_pseudo_inval_send(struct stage *s, struct stage_inval *m, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (s->se && m[i].name)

@@ -188,18 +188,19 @@ struct stage_bg_status {
 	int rehearsal_current;		/* the last one saw the tree as it is */
 };
 
-/* What a seal's pseudo definitions changed (pseudo.c): a name in ino, or
- * with name NULL the inode ino itself. */
-struct stage_made {
+/*
+ * What a seal's pseudo definitions changed that the kernel caches
+ * (pseudo.c): the name in directory ino, or with name NULL inode ino.
+ */
+struct stage_inval {
 	fuse_ino_t ino;
 	char *name;
 };
 
 struct stage {
 	const struct pack_pseudo *pseudo;	/* -o pseudo_file, or NULL */
-	struct stage_made *made;	/* names the last seal made again */
-	size_t nmade, made_cap;
-	int pseudo_changed;
+	struct stage_inval *inval;	/* what the last seal changed */
+	size_t ninval, inval_cap;
 	pthread_mutex_t lock;
 	pthread_cond_t released;	/* signalled when a writer closes */
 	struct cli_opts opts;
@@ -539,11 +540,10 @@ int stage_image_is_sealed(struct stage *s);
 struct pack_pseudo;
 int stage_pseudo_apply(struct stage *s, const struct pack_pseudo *ps, FILE *warn,
 		       char *msg, size_t msglen);
-/* At a seal (lock held): the definitions again; names made go to s->made. */
+/* At a seal (lock held): the definitions again; what changed goes to s->inval. */
 int stage_pseudo_reapply(struct stage *s, char *msg, size_t msglen);
-int stage_pseudo_made_add(struct stage *s, fuse_ino_t ino, const char *name, size_t len);
-/* Without the lock: the kernel forgets that the names in m were absent. */
-void stage_pseudo_made_notify(struct stage *s, struct stage_made *m, size_t n);
+/* Without the lock: the kernel forgets what it cached of v (freed). */
+void stage_pseudo_inval_send(struct stage *s, struct stage_inval *v, size_t n);
 /*
  * spool.c.  Make a fresh spool for s->image, in the directory where (NULL:
  * beside the image), or take over the spool where of a daemon that died
