@@ -226,7 +226,13 @@ static void release_locked(struct stage *s, struct fhandle *h)
 		s->handles = h->next;
 	if (h->next)
 		h->next->prev = h->prev;
-	stage_pt_release(s, h->n, h->writer);
+	/*
+	 * Only a handle that took the inode's shared descriptor gives it
+	 * back: once passthrough turned itself off, later opens of the same
+	 * file hold their own, and the shared one is still in use.
+	 */
+	if (h->shared)
+		stage_pt_release(s, h->n, h->writer);
 	h->n->opens--;
 	if (h->writer) {
 		h->n->writers--;

@@ -339,11 +339,18 @@ int stage_pt_open(struct stage *s, struct snode *n, int *fdp, int flags, int *sh
 
 	cur_backing = 0;
 	*shared = 0;
-	if (!pt || !pt->on || !pt->offered || !S_ISREG(n->mode))
+	if (!pt || !S_ISREG(n->mode))
 		return 0;
 	p = slot(pt, n->ino);
 	e = *p;
+	/*
+	 * An inode already open joins its entry even when passthrough has
+	 * turned itself off since: the kernel's inode keeps the mode its
+	 * first open gave it until the last close.
+	 */
 	if (!e) {
+		if (!pt->on || !pt->offered)
+			return 0;
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;

@@ -5,6 +5,8 @@
 # without fakeroot: libfuse mounts through fusermount3, and passthrough is
 # off (registering a backing file needs CAP_SYS_ADMIN), so every write goes
 # through the daemon.
+#   - a file opened first keeps its descriptor when passthrough turns itself
+#     off and another handle of it closes (its writes went to another file)
 #   - the user stages root's and other owners, set-id bits, a FIFO, a
 #     symlink, hard links, a user xattr, a multi-block file and an
 #     O_TMPFILE named by linkat, and seals with sqfs-seal; the kernel's
@@ -89,7 +91,7 @@ else
 fi
 
 if as_user python3 - "$M" <<'EOF'
-import ctypes, errno, os, stat, sys
+import ctypes, errno, os, stat, sys, time
 m = sys.argv[1]
 os.chdir(m)
 bad = 0
@@ -98,6 +100,27 @@ def check(cond, what):
     if not cond:
         bad += 1
         print(f"FAIL: {what}")
+# The first file opened keeps its descriptor while passthrough turns itself
+# off (no CAP_SYS_ADMIN): a second handle's close must not take it away.
+fa = os.open("first", os.O_CREAT | os.O_WRONLY, 0o644)
+os.close(os.open("first", os.O_RDONLY))
+time.sleep(0.3)                    # the kernel sends RELEASE in the background
+try:
+    os.fsync(fa)
+except OSError as e:
+    check(False, f"fsync of the first file after another handle's close: {e}")
+with open("second", "wb") as f:
+    f.write(b"B" * 8)
+fb = os.open("second", os.O_RDWR)  # would take a descriptor number freed too soon
+os.pwrite(fa, b"AAAA", 0)
+os.close(fa)
+os.close(fb)
+for p, want in (("first", b"AAAA"), ("second", b"B" * 8)):
+    with open(p, "rb") as f:
+        got = f.read()
+    check(got == want, f"{p} holds {got!r}, not {want!r}")
+os.unlink("first")
+os.unlink("second")
 os.makedirs("usr/bin")
 os.mkdir("etc")
 with open("etc/passwd", "w") as f:
@@ -139,7 +162,7 @@ for p in ("usr", "usr/bin", "etc", "."):
 sys.exit(1 if bad else 0)
 EOF
 then
-	ok "the user staged owners, set-id bits, a FIFO, links, an xattr, an O_TMPFILE"
+	ok "the user staged owners, set-id bits, a FIFO, links, an xattr, an O_TMPFILE; the first file kept its descriptor"
 else
 	fail "staging as the user"
 fi
