@@ -105,6 +105,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		stage_log(s, LOG_WARNING, "no spool files made ahead (%s)", strerror(-ret));
 	/* Without it, fsync flushes one thing after the other. */
 	(void)stage_syncer_start(s);
+	ret = stage_sealer_start(s);
+	if (ret)
+		stage_log(s, LOG_WARNING, "seals run where their requests arrive (%s)",
+			  strerror(-ret));
 }
 
 static void op_destroy(void *userdata)
@@ -114,6 +118,7 @@ static void op_destroy(void *userdata)
 	int ret = 0;
 
 	/* Before anything removes the spool, and the seal needs no spares. */
+	stage_sealer_stop(s);
 	stage_spare_stop(s);
 	stage_syncer_stop(s);
 	lock(s);

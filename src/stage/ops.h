@@ -155,6 +155,8 @@ void stage_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 /* ops_ctl.c: the control requests */
 void stage_op_seal(fuse_req_t req, size_t size);
+/* The seal request itself, answered; in the sealer's thread (sealer.c). */
+void stage_seal_serve(struct stage *s, fuse_req_t req, size_t size);
 void stage_op_status(fuse_req_t req, size_t size);
 
 #endif

@@ -34,10 +34,6 @@ void stage_op_seal(fuse_req_t req, size_t size)
 {
 	struct stage *s = S(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	char *msg = NULL, *val = NULL;
-	struct stage_inval *inval;
-	size_t ninval;
-	int ret;
 
 	/*
 	 * With allow_other, others may read the tree, not freeze it and
@@ -52,6 +48,18 @@ void stage_op_seal(fuse_req_t req, size_t size)
 		fuse_reply_xattr(req, 4096);
 		return;
 	}
+	if (!stage_sealer_give(s, req, size))
+		stage_seal_serve(s, req, size);
+}
+
+void stage_seal_serve(struct stage *s, fuse_req_t req, size_t size)
+{
+	char *msg = NULL, *val = NULL;
+	struct stage_inval *inval;
+	size_t ninval;
+	int ret;
+
+	/* Only where there is no sealer: a ring thread is pinned to its CPU. */
 	stage_uring_unpin(s);
 	lock(s);
 	ret = stage_seal(s, &msg);

@@ -239,6 +239,7 @@ struct stage {
 	struct stage_uring *uring;	/* NULL: requests through /dev/fuse only */
 	struct stage_spare *spare;	/* spool files made ahead (spare.c) */
 	struct stage_syncer *syncer;	/* fsync's second flusher (syncer.c) */
+	struct stage_sealer *sealer;	/* seal requests' thread (sealer.c) */
 	int no_uring;
 	int no_sync;		/* -o volatile (volatile.c) */
 	int prepack;		/* rehearsals (prepack.c): 0 never (-o no_prepack),
@@ -486,6 +487,17 @@ int stage_syncer_start(struct stage *s);
 int stage_syncer_give(struct stage *s, const struct stage_jnl_plan *p);
 int stage_syncer_wait(struct stage *s);
 void stage_syncer_stop(struct stage *s);
+
+/*
+ * sealer.c: the thread seal requests run in, so that the request threads
+ * go on serving meanwhile.  give: 1 if it took the request (and answers
+ * it), 0 if absent or stopping (serve it yourself); stop runs what was
+ * given, then ends the thread.
+ */
+struct stage_sealer;
+int stage_sealer_start(struct stage *s);
+int stage_sealer_give(struct stage *s, fuse_req_t req, size_t size);
+void stage_sealer_stop(struct stage *s);
 
 /*
  * uring.c: requests through one io_uring per CPU (Linux 6.14+, fuse module

@@ -181,6 +181,52 @@ wait_daemon() {
 	fi
 }
 
+# fuse_abort MNT: end a hung mount's connection (fusectl) and detach it,
+# so that the test can go on.
+fuse_abort() {
+	local dev mounted=0
+	dev=$(awk -v m="$1" '$5 == m { split($3, d, ":"); print d[2]; exit }' /proc/self/mountinfo)
+	[[ -n $dev ]] || return 0
+	if ! mountpoint -q /sys/fs/fuse/connections; then
+		mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null && mounted=1
+	fi
+	echo 1 >"/sys/fs/fuse/connections/$dev/abort" 2>/dev/null || true
+	((mounted == 0)) || umount /sys/fs/fuse/connections 2>/dev/null || true
+	umount -l "$1" 2>/dev/null || true
+}
+
+# seal_during_create MNT LABEL [taskset -c N]: a seal that makes
+# MNT/pd/node again (pseudo_file) while a create in MNT/pd waits for an
+# answer: the kernel's forgetting of the old name needs pd's lock, which
+# the create holds.  The seal must be slow enough for the create to come
+# while it runs: mount with -o no_background and a slow compressor (xz),
+# and a new file of text is there to compress (random bytes would be
+# stored as they are, at once).  It fails if the seal hangs.
+seal_during_create() {
+	local m=$1 label=$2 spid cpid rc=0
+	shift 2
+	head -c $((6 << 20)) /dev/urandom | base64 >"$m/slow"
+	rm -f "$m/pd/node"
+	"$@" timeout -k 5 60 "$SEAL" -q --keep "$m" >"$WORK/sdc.out" 2>&1 &
+	spid=$!
+	sleep 0.4
+	"$@" python3 -c 'import sys; open(sys.argv[1] + "/pd/made", "w").close()' "$m" &
+	cpid=$!
+	wait "$spid" || rc=$?
+	if ((rc == 124 || rc == 137)); then
+		fail "$label: the seal hung with a create waiting in the directory of the entry it made again"
+		fuse_abort "$m"
+		wait "$cpid" 2>/dev/null || true
+		return 1
+	fi
+	wait "$cpid" || fail "$label: the create during the seal failed"
+	if ((rc == 0)) && [[ -c $m/pd/node && -f $m/pd/made ]]; then
+		ok "$label: the seal made pd/node again while a create in pd waited"
+	else
+		fail "$label: seal exit $rc: $(cat "$WORK/sdc.out"); pd holds: $(ls "$m/pd" 2>&1 | tr '\n' ' ')"
+	fi
+}
+
 # loop_mount IMAGE DIR: the kernel's view of an image.
 loop_mount() {
 	mkdir -p "$2"

@@ -8,8 +8,10 @@
 # spool, the image path taken by a directory, ENOSPC) with their messages,
 # images into a directory without O_TMPFILE, clamped times, and -o
 # pseudo_file (device nodes the daemon makes itself; equal to sqfs-pack
-# --pseudo-file; a bad or unfit file refused at start-up), and the daemon's
-# memory after repeated seals (--keep) within 64 MiB + 256 B an inode.
+# --pseudo-file; a bad or unfit file refused at start-up), the daemon's
+# memory after repeated seals (--keep) within 64 MiB + 256 B an inode, and
+# with -s (one request thread) a seal that sees a close on its way and
+# makes a pseudo entry again while a create waits in its directory.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -712,5 +714,37 @@ echo newer >"$M/newer"
 wait_daemon 0
 list=$(unsquashfs -l "$IMG" 2>&1 | grep -o 'squashfs-root/[a-z]*$' | tr '\n' ' ')
 [[ $list == "squashfs-root/newer " ]] && ok "the image is the newer mount's" || fail "the image holds: $list"
+
+# --- -s: seals run beside the one thread that serves requests --------------
+# Served in that thread, a seal never saw a close still on its way when it
+# began (the file counted as open, and the seal failed after 5 s), and a
+# create waiting in the directory of an entry the seal made again hung the
+# mount for good.
+printf 'pd d 755 0 0\npd/node c 600 0 0 1 3\n' >"$WORK/single.pseudo"
+M=$WORK/m-single
+IMG=$WORK/single.sqfs
+stage_mount "$IMG" "$M" -s -o "comp=xz:6,no_background,pseudo_file=$WORK/single.pseudo"
+python3 -c 'import os, sys, time
+fd = os.open(sys.argv[1] + "/late", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"x" * 100000)
+open(sys.argv[2], "w").close()
+time.sleep(1)
+os.close(fd)' "$M" "$WORK/late.ready" &
+wp=$!
+for ((i = 0; i < 200; i++)); do
+	[[ -e $WORK/late.ready ]] && break
+	sleep 0.05
+done
+if "$SEAL" -q --keep "$M" 2>"$WORK/single.err"; then
+	ok "-s: the seal waited for a close on its way"
+else
+	fail "-s: seal with a close on its way: $(cat "$WORK/single.err")"
+fi
+wait "$wp" || fail "-s: the writer closing late"
+[[ $(unsquashfs -cat "$IMG" late 2>/dev/null | wc -c) == 100000 ]] &&
+	ok "-s: the file closed late is whole in the image" || fail "-s: the file closed late is not whole in the image"
+seal_during_create "$M" "-s"
+fusermount3 -u "$M"
+wait_daemon 0
 
 finish

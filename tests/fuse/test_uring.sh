@@ -16,7 +16,10 @@
 #   - the kernel keeps symlink targets: reading one 300 times makes one
 #     READLINK, not 300 (counted by the rings' request counter);
 #   - the seal's answer reaches sqfs-seal before the daemon writes the
-#     journal again (a ring answers once the handler returns).
+#     journal again (a ring answers once the handler returns);
+#   - a seal does not hold up its ring: it waits for a close made on its
+#     CPU, and makes a pseudo entry again while a create from that CPU
+#     waits in its directory.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -260,6 +263,39 @@ elif [[ $before =~ io_uring_enter\([0-9]+,\ [1-9][0-9]*,\ 0,\ 0, ]]; then
 else
 	fail "the journal was written again before the seal's answer went: the ring's last call was $before"
 fi
+fusermount3 -u "$M"
+wait_daemon 0
+
+# --- 7: a seal beside a ring's requests ------------------------------------
+# Requests queue on the ring of their caller's CPU, and a seal served by
+# that ring's thread held it up: a close from that CPU while the seal
+# waited for it never came (the seal failed after 5 s), and a create
+# waiting in the directory of a pseudo entry the seal made again hung the
+# mount for good.  Everything here runs on CPU 0.
+printf 'pd d 755 0 0\npd/node c 600 0 0 1 3\n' >"$WORK/ring.pseudo"
+M=$WORK/m-beside
+stage_mount "$WORK/beside.sqfs" "$M" -o "comp=xz:6,no_background,pseudo_file=$WORK/ring.pseudo"
+taskset -c 0 python3 -c 'import os, sys, time
+fd = os.open(sys.argv[1] + "/late", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"x" * 100000)
+open(sys.argv[2], "w").close()
+time.sleep(1)
+os.close(fd)' "$M" "$WORK/late.ready" &
+wp=$!
+for ((i = 0; i < 200; i++)); do
+	[[ -e $WORK/late.ready ]] && break
+	sleep 0.05
+done
+((($(field "$(status "$M")" uring_requests)) > 0)) || fail "beside case: the rings are not in use"
+if taskset -c 0 "$SEAL" -q --keep "$M" 2>"$WORK/beside.err"; then
+	ok "a seal through CPU 0's ring waited for a close from CPU 0"
+else
+	fail "seal with a close on its way from its own CPU: $(cat "$WORK/beside.err")"
+fi
+wait "$wp" || fail "beside case: the writer closing late"
+[[ $(unsquashfs -cat "$WORK/beside.sqfs" late 2>/dev/null | wc -c) == 100000 ]] &&
+	ok "the file closed late is whole in the image" || fail "the file closed late is not whole in the image"
+seal_during_create "$M" "rings" taskset -c 0
 fusermount3 -u "$M"
 wait_daemon 0
 

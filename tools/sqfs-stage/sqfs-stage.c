@@ -922,7 +922,12 @@ int main(int argc, char **argv)
 		fuse_loop_cfg_destroy(cfg);
 	}
 	(void)ret;
-	/* Before the unmount, whose final seal must have the tree to itself. */
+	/*
+	 * Before the unmount, whose final seal must have the tree to itself;
+	 * a seal still running answers while the session (and a ring) can
+	 * take its answer.
+	 */
+	stage_sealer_stop(&s);
 	stage_uring_stop(&s);
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
