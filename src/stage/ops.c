@@ -118,7 +118,7 @@ static void op_destroy(void *userdata)
 	int ret = 0;
 
 	/* Before anything removes the spool, and the seal needs no spares. */
-	stage_sealer_stop(s);
+	stage_sealer_free(s);
 	stage_spare_stop(s);
 	stage_syncer_stop(s);
 	lock(s);

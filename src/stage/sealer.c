@@ -109,14 +109,26 @@ int stage_sealer_give(struct stage *s, fuse_req_t req, size_t size)
 void stage_sealer_stop(struct stage *s)
 {
 	struct stage_sealer *z = s->sealer;
+	int stopped;
 
 	if (!z)
 		return;
 	pthread_mutex_lock(&z->lock);
+	stopped = z->stop;
 	z->stop = 1;
 	pthread_cond_signal(&z->cond);
 	pthread_mutex_unlock(&z->lock);
-	pthread_join(z->thread, NULL);
+	if (!stopped)
+		pthread_join(z->thread, NULL);
+}
+
+void stage_sealer_free(struct stage *s)
+{
+	struct stage_sealer *z = s->sealer;
+
+	if (!z)
+		return;
+	stage_sealer_stop(s);
 	pthread_cond_destroy(&z->cond);
 	pthread_mutex_destroy(&z->lock);
 	s->sealer = NULL;

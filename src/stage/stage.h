@@ -491,13 +491,15 @@ void stage_syncer_stop(struct stage *s);
 /*
  * sealer.c: the thread seal requests run in, so that the request threads
  * go on serving meanwhile.  give: 1 if it took the request (and answers
- * it), 0 if absent or stopping (serve it yourself); stop runs what was
- * given, then ends the thread.
+ * it), 0 if absent or stopped (serve it yourself).  stop runs what was
+ * given, then ends the thread; requests may still come (a ring's), so
+ * free waits until none can.
  */
 struct stage_sealer;
 int stage_sealer_start(struct stage *s);
 int stage_sealer_give(struct stage *s, fuse_req_t req, size_t size);
 void stage_sealer_stop(struct stage *s);
+void stage_sealer_free(struct stage *s);
 
 /*
  * uring.c: requests through one io_uring per CPU (Linux 6.14+, fuse module
