@@ -200,6 +200,20 @@ static void sqe_put(struct ur_queue *q, struct ur_ent *e, unsigned cmd)
 	q->to_submit++;
 }
 
+/* Wake the ring's thread (its CQE has no entry); q->sq_lock held. */
+static void nop_put(struct ur_queue *q)
+{
+	unsigned tail = atomic_load_explicit(q->sq_tail, memory_order_relaxed);
+	unsigned idx = tail & q->sq_mask;
+	struct io_uring_sqe *sqe = (struct io_uring_sqe *)(q->sqes + (size_t)idx * 128);
+
+	memset(sqe, 0, 128);
+	sqe->opcode = IORING_OP_NOP;
+	q->sq_array[idx] = idx;
+	atomic_store_explicit(q->sq_tail, tail + 1, memory_order_release);
+	q->to_submit++;
+}
+
 static int ring_enter(struct ur_queue *q, unsigned submit, unsigned wait)
 {
 	int r = (int)syscall(__NR_io_uring_enter, q->rfd, submit, wait,
@@ -349,6 +363,18 @@ static void *queue_main(void *arg)
 		while (cqe_next(q, &cqe)) {
 			struct ur_ent *e = (struct ur_ent *)(uintptr_t)cqe.user_data;
 
+			if (!e) {
+				/* Answers another thread gave: commit them here. */
+				pthread_mutex_lock(&q->sq_lock);
+				for (i = 0; i < UR_ENTRIES; i++) {
+					struct ur_ent *x = &q->ent[i];
+
+					if (x->unique && x->answered && !x->serving)
+						ent_commit(q, x);
+				}
+				pthread_mutex_unlock(&q->sq_lock);
+				continue;
+			}
 			if (cqe.res < 0) {
 				/*
 				 * Teardown answers every entry with ENOTCONN or
@@ -398,9 +424,16 @@ static int ent_answer(struct ur_queue *q, struct ur_ent *x, uint64_t unique,
 	}
 	x->hdr.ent.payload_sz = (uint32_t)total;
 	x->answered = 1;
-	/* Its thread commits it when it is done serving; else we do. */
+	/*
+	 * Only the ring's thread commits: the kernel delivers the entry's
+	 * next request through the task_work of the thread that committed
+	 * it, and another thread may block meanwhile (the sealer, in the
+	 * kernel's invalidation of a name, waiting for a directory lock held
+	 * by a create whose request would then never come).  A NOP, whose
+	 * completion needs no task_work, wakes the ring's thread.
+	 */
 	if (!x->serving) {
-		ent_commit(q, x);
+		nop_put(q);
 		(void)sq_flush(q);
 	}
 	return 1;

@@ -195,6 +195,35 @@ fuse_abort() {
 	umount -l "$1" 2>/dev/null || true
 }
 
+# seal_waits_for_close MNT IMAGE LABEL [taskset -c N]: a file written and
+# closed 1 s after the seal (--keep) began must be waited for, and whole in
+# IMAGE.
+seal_waits_for_close() {
+	local m=$1 img=$2 label=$3 wp i
+	shift 3
+	rm -f "$WORK/late.ready"
+	"$@" python3 -c 'import os, sys, time
+fd = os.open(sys.argv[1] + "/late", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"x" * 100000)
+open(sys.argv[2], "w").close()
+time.sleep(1)
+os.close(fd)' "$m" "$WORK/late.ready" &
+	wp=$!
+	for ((i = 0; i < 200; i++)); do
+		[[ -e $WORK/late.ready ]] && break
+		sleep 0.05
+	done
+	if "$@" "$SEAL" -q --keep "$m" 2>"$WORK/late.err"; then
+		ok "$label: the seal waited for a close on its way"
+	else
+		fail "$label: seal with a close on its way: $(cat "$WORK/late.err")"
+	fi
+	wait "$wp" || fail "$label: the writer closing late"
+	[[ $(unsquashfs -cat "$img" late 2>/dev/null | wc -c) == 100000 ]] &&
+		ok "$label: the file closed late is whole in the image" ||
+		fail "$label: the file closed late is not whole in the image"
+}
+
 # seal_during_create MNT LABEL [taskset -c N]: a seal that makes
 # MNT/pd/node again (pseudo_file) while a create in MNT/pd waits for an
 # answer: the kernel's forgetting of the old name needs pd's lock, which
@@ -215,6 +244,10 @@ seal_during_create() {
 	wait "$spid" || rc=$?
 	if ((rc == 124 || rc == 137)); then
 		fail "$label: the seal hung with a create waiting in the directory of the entry it made again"
+		for t in /proc/"$DPID"/task/*; do
+			log "  thread ${t##*/} $(cat "$t/comm" 2>/dev/null) state $(cut -d' ' -f3 "$t/stat" 2>/dev/null)"
+			sed 's/^/    /' "$t/stack" 2>/dev/null | head -8 >&2 || true
+		done
 		fuse_abort "$m"
 		wait "$cpid" 2>/dev/null || true
 		return 1

@@ -724,25 +724,7 @@ printf 'pd d 755 0 0\npd/node c 600 0 0 1 3\n' >"$WORK/single.pseudo"
 M=$WORK/m-single
 IMG=$WORK/single.sqfs
 stage_mount "$IMG" "$M" -s -o "comp=xz:6,no_background,pseudo_file=$WORK/single.pseudo"
-python3 -c 'import os, sys, time
-fd = os.open(sys.argv[1] + "/late", os.O_CREAT | os.O_WRONLY, 0o644)
-os.write(fd, b"x" * 100000)
-open(sys.argv[2], "w").close()
-time.sleep(1)
-os.close(fd)' "$M" "$WORK/late.ready" &
-wp=$!
-for ((i = 0; i < 200; i++)); do
-	[[ -e $WORK/late.ready ]] && break
-	sleep 0.05
-done
-if "$SEAL" -q --keep "$M" 2>"$WORK/single.err"; then
-	ok "-s: the seal waited for a close on its way"
-else
-	fail "-s: seal with a close on its way: $(cat "$WORK/single.err")"
-fi
-wait "$wp" || fail "-s: the writer closing late"
-[[ $(unsquashfs -cat "$IMG" late 2>/dev/null | wc -c) == 100000 ]] &&
-	ok "-s: the file closed late is whole in the image" || fail "-s: the file closed late is not whole in the image"
+seal_waits_for_close "$M" "$IMG" "-s"
 seal_during_create "$M" "-s"
 fusermount3 -u "$M"
 wait_daemon 0

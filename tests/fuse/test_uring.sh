@@ -275,26 +275,8 @@ wait_daemon 0
 printf 'pd d 755 0 0\npd/node c 600 0 0 1 3\n' >"$WORK/ring.pseudo"
 M=$WORK/m-beside
 stage_mount "$WORK/beside.sqfs" "$M" -o "comp=xz:6,no_background,pseudo_file=$WORK/ring.pseudo"
-taskset -c 0 python3 -c 'import os, sys, time
-fd = os.open(sys.argv[1] + "/late", os.O_CREAT | os.O_WRONLY, 0o644)
-os.write(fd, b"x" * 100000)
-open(sys.argv[2], "w").close()
-time.sleep(1)
-os.close(fd)' "$M" "$WORK/late.ready" &
-wp=$!
-for ((i = 0; i < 200; i++)); do
-	[[ -e $WORK/late.ready ]] && break
-	sleep 0.05
-done
+seal_waits_for_close "$M" "$WORK/beside.sqfs" "rings" taskset -c 0
 ((($(field "$(status "$M")" uring_requests)) > 0)) || fail "beside case: the rings are not in use"
-if taskset -c 0 "$SEAL" -q --keep "$M" 2>"$WORK/beside.err"; then
-	ok "a seal through CPU 0's ring waited for a close from CPU 0"
-else
-	fail "seal with a close on its way from its own CPU: $(cat "$WORK/beside.err")"
-fi
-wait "$wp" || fail "beside case: the writer closing late"
-[[ $(unsquashfs -cat "$WORK/beside.sqfs" late 2>/dev/null | wc -c) == 100000 ]] &&
-	ok "the file closed late is whole in the image" || fail "the file closed late is not whole in the image"
 seal_during_create "$M" "rings" taskset -c 0
 fusermount3 -u "$M"
 wait_daemon 0
