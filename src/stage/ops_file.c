@@ -53,6 +53,7 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	h->fd = fd;
 	h->n = n;
 	h->writer = (fi->flags & O_ACCMODE) != O_RDONLY;
+	h->direct = !!(fi->flags & O_DIRECT);
 	h->next = s->handles;
 	if (h->next)
 		h->next->prev = h;
@@ -186,6 +187,7 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 			off_t off, struct fuse_file_info *fi)
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	size_t want = fuse_buf_size(in);
 	struct fhandle *h = FH(fi);
 	struct stage *s = S(req);
 	ssize_t res;
@@ -202,6 +204,25 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	out.buf[0].fd = h->fd;
 	out.buf[0].pos = off;
 	res = fuse_buf_copy(&out, in, 0);
+	/*
+	 * O_DIRECT writes come here (passthrough takes none), as requests
+	 * sent side by side (async direct I/O, which random reads at depth
+	 * need), and the kernel makes a short answer to one of them EIO.  So
+	 * a request that does not fit whole fails with the error its rest
+	 * meets (ENOSPC, or EFBIG at the size limit); the kernel then cuts
+	 * the file back to the size it had.
+	 */
+	while (h->direct && res >= 0 && (size_t)res < want) {
+		ssize_t more = (size_t)res >= out.buf[0].size ? -EFBIG : fuse_buf_copy(&out, in, 0);
+
+		if (more <= 0) {
+			if (res)
+				data_changed(s, h, (uint64_t)off, (uint64_t)res, fi->writepage);
+			reply_err(req, more ? (int)-more : ENOSPC);
+			return;
+		}
+		res += more;
+	}
 	if (res < 0) {
 		reply_err(req, (int)-res);
 		return;
