@@ -450,6 +450,42 @@ static int dir_grow(struct snode *dir)
 	return 0;
 }
 
+#ifndef STAGE_DIR_COOKIES	/* a test build may lower it */
+#define STAGE_DIR_COOKIES (UINT32_MAX - 3)
+#endif
+
+static int cookie_cmp(const void *a, const void *b)
+{
+	uint32_t x = (*(struct sdirent *const *)a)->cookie;
+	uint32_t y = (*(struct sdirent *const *)b)->cookie;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * After 2^32 - 3 entries made in one directory in one mount: its entries
+ * numbered again from the start, in the same order.  A listing under way
+ * meanwhile may then show a name twice or miss one.
+ */
+static void dir_renumber(struct snode *dir)
+{
+	struct sdirent **v = malloc((dir->nents ? dir->nents : 1) * sizeof(*v)), *d;
+	uint32_t i, k = 0;
+
+	if (!v) {
+		dir->ncookies = 0;	/* wrap: the same, less orderly */
+		return;
+	}
+	for (i = 0; i < dir->nslots; i++)
+		for (d = dir->tab[i]; d; d = d->next)
+			v[k++] = d;
+	qsort(v, k, sizeof(*v), cookie_cmp);
+	for (i = 0; i < k; i++)
+		v[i]->cookie = 3 + i;
+	dir->ncookies = k;
+	free(v);
+}
+
 int dir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
 	    struct snode *n)
 {
@@ -467,6 +503,11 @@ int dir_add(struct stage *s, struct snode *dir, const char *name, size_t len,
 	d->len = (uint16_t)len;
 	memcpy(d->name, name, len);
 	d->name[len] = '\0';
+	/* Before d is in the table: a renumbering counts nents entries. */
+	if (dir->ncookies >= STAGE_DIR_COOKIES)
+		dir_renumber(dir);
+	/* 1 and 2 are the places of "." and "..". */
+	d->cookie = 3 + dir->ncookies++;
 	h = hash_name(name, len, dir->nslots - 1);
 	d->next = dir->tab[h];
 	dir->tab[h] = d;

@@ -10,11 +10,13 @@
  * A directory handle's listing is taken at the first readdir, and again on
  * each rewind (offset 0), not at opendir: programs often open a directory
  * only for the *at() calls below it (stress-ng's link stressors once per
- * link), and a copy per open made each of those O(entries).
+ * link), and a copy per open made each of those O(entries).  An entry's
+ * offset is its cookie (stage.h), the same in every handle's listing.
  */
 struct dsnap {
 	char *name;
 	fuse_ino_t ino;
+	uint64_t cookie;
 	mode_t mode;
 };
 
@@ -35,14 +37,22 @@ static void dh_clear(struct dhandle *h)
 }
 
 static void dh_add(struct dhandle *h, size_t *pos, const char *name, size_t len,
-		   fuse_ino_t ino, mode_t mode)
+		   fuse_ino_t ino, mode_t mode, uint64_t cookie)
 {
 	struct dsnap *e = &h->ents[h->n++];
 
 	e->name = memcpy(h->names + *pos, name, len + 1);
 	e->ino = ino;
 	e->mode = mode;
+	e->cookie = cookie;
 	*pos += len + 1;
+}
+
+static int dsnap_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct dsnap *)a)->cookie, y = ((const struct dsnap *)b)->cookie;
+
+	return (x > y) - (x < y);
 }
 
 /* Takes the listing of h's directory; the caller holds the lock. */
@@ -66,12 +76,31 @@ static int dh_fill(struct stage *s, struct dhandle *h)
 		dh_clear(h);
 		return -ENOMEM;
 	}
-	dh_add(h, &pos, ".", 1, n->ino, n->mode);
-	dh_add(h, &pos, "..", 2, n->parent ? n->parent->ino : n->ino, S_IFDIR);
+	dh_add(h, &pos, ".", 1, n->ino, n->mode, 1);
+	dh_add(h, &pos, "..", 2, n->parent ? n->parent->ino : n->ino, S_IFDIR, 2);
 	for (i = 0; i < n->nslots; i++)
 		for (d = n->tab[i]; d; d = d->next)
-			dh_add(h, &pos, d->name, d->len, d->node->ino, d->node->mode);
+			dh_add(h, &pos, d->name, d->len, d->node->ino, d->node->mode,
+			       d->cookie);
+	/* A cookie per entry costs less than a list in their order. */
+	qsort(h->ents + 2, h->n - 2, sizeof(*h->ents), dsnap_cmp);
 	return 0;
+}
+
+/* The first entry of h's listing after offset off: cookies increase. */
+static size_t dh_seek(const struct dhandle *h, off_t off)
+{
+	size_t lo = 0, hi = h->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (h->ents[mid].cookie <= (uint64_t)off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 void stage_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -131,10 +160,10 @@ void stage_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_err(req, ENOMEM);
 		return;
 	}
-	for (i = off < 0 ? 0 : (size_t)off; i < h->n; i++) {
+	for (i = off <= 0 ? 0 : dh_seek(h, off); i < h->n; i++) {
 		struct stat st = { .st_ino = h->ents[i].ino, .st_mode = h->ents[i].mode };
-		size_t need = fuse_add_direntry(req, buf + pos, size - pos,
-						h->ents[i].name, &st, (off_t)(i + 1));
+		size_t need = fuse_add_direntry(req, buf + pos, size - pos, h->ents[i].name,
+						&st, (off_t)h->ents[i].cookie);
 
 		if (need > size - pos)
 			break;

@@ -51,6 +51,17 @@ struct snode;
 struct sdirent {
 	struct sdirent *next;	/* hash chain */
 	struct snode *node;
+	/*
+	 * Its place in listings (the d_off after it; they list in this
+	 * order).  The kernel's listing cache is the directory's, not a
+	 * handle's: a handle that read it resumes with its own request at a
+	 * place another handle's listing gave, so a place must mean the same
+	 * in every listing, however the directory changed in between.  Taken
+	 * from the directory's counter: increasing in the order its entries
+	 * were made, never reused (but see dir_renumber()).  32 bits fit
+	 * where a name's slab class rounds up anyway, mostly.
+	 */
+	uint32_t cookie;
 	uint16_t len;
 	char name[];
 };
@@ -108,6 +119,7 @@ struct snode {
 			struct snode *parent;
 			struct sdirent **tab;
 			uint32_t nslots, nents, nsubdirs;
+			uint32_t ncookies;	/* entries made in it */
 		};
 		struct {	/* regular files */
 			struct centry *cblk;	/* stored full blocks, by index */

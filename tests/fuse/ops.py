@@ -165,6 +165,56 @@ check(sorted(os.listdir(dfd)) == ["late", "sub"], "an entry made after the first
 os.unlink("d/late")
 check(sorted(os.listdir(dfd)) == ["sub"], "an entry removed, after a rewind")
 os.close(dfd)
+# Listings of a changing directory by several handles at once.  The kernel's
+# listing cache is the directory's: a handle that read part of it resumes
+# with its own request at an offset another handle's listing gave, so an
+# offset must name the same place in every listing (as positions in each
+# handle's own copy, names came twice).  POSIX: names neither made nor
+# removed meanwhile come exactly once.
+os.mkdir("cl")
+for i in range(4000):
+    write(f"cl/s{i:05d}", b"")
+
+
+def lister(wfd, rounds):
+    wrong = 0
+    for _ in range(rounds):
+        names = [n for n in os.listdir("cl") if n.startswith("s")]
+        wrong += len(names) != 4000 or len(set(names)) != 4000
+    os.write(wfd, b"%d\n" % wrong)
+    os._exit(0)
+
+
+churn = os.fork()
+if not churn:
+    try:
+        while True:
+            write("cl/tmp", b"")
+            os.unlink("cl/tmp")
+    finally:
+        os._exit(0)
+pipes, kids = [], []
+for _ in range(3):
+    r, w = os.pipe()
+    pid = os.fork()
+    if not pid:
+        os.close(r)
+        lister(w, 150)
+    os.close(w)
+    pipes.append(r)
+    kids.append(pid)
+wrong = 0
+for r, pid in zip(pipes, kids):
+    wrong += int(os.read(r, 64) or b"450")
+    os.close(r)
+    os.waitpid(pid, 0)
+os.kill(churn, 9)
+os.waitpid(churn, 0)
+check(wrong == 0, f"concurrent listings of a changing directory: {wrong} of 450 "
+      "had a name twice or missed one")
+for n in os.listdir("cl"):
+    os.unlink(f"cl/{n}")
+os.rmdir("cl")
 long = "n" * 255
 write(long, b"long")
 check(read(long) == b"long", "255-byte name")
