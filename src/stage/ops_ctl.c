@@ -57,12 +57,20 @@ void stage_seal_serve(struct stage *s, fuse_req_t req, size_t size)
 	char *msg = NULL, *val = NULL;
 	struct stage_inval *inval;
 	size_t ninval;
-	int ret;
+	int ret, cancelled;
 
+	/* A seal still queued when sqfs-seal was interrupted: not begun. */
+	if (fuse_req_interrupted(req)) {
+		reply_err(req, EINTR);
+		return;
+	}
 	/* Only where there is no sealer: a ring thread is pinned to its CPU. */
 	stage_uring_unpin(s);
 	lock(s);
+	s->seal_req = req;
 	ret = stage_seal(s, &msg);
+	cancelled = ret && stage_seal_cancelled(s);
+	s->seal_req = NULL;
 	inval = s->inval;
 	ninval = s->ninval;
 	s->inval = NULL;
@@ -76,6 +84,14 @@ void stage_seal_serve(struct stage *s, fuse_req_t req, size_t size)
 	 */
 	malloc_trim(0);
 	stage_uring_repin(s);
+	if (cancelled) {
+		/* The caller is on its way out: a message would reach no one. */
+		stage_log(s, LOG_NOTICE, "seal of %s cancelled: sqfs-seal was interrupted; "
+			  "the staged tree and IMAGE are as they were", s->image);
+		reply_err(req, EINTR);
+		free(msg);
+		return;
+	}
 	if (ret) {
 		stage_log(s, LOG_ERR, "seal of %s failed: %s", s->image, msg ? msg : "out of memory");
 		if (asprintf(&val, "error: %s", msg ? msg : "out of memory") < 0)

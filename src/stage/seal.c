@@ -45,11 +45,23 @@ struct src {
 	uintptr_t ino;
 };
 
+/*
+ * The kernel waits for the answer to a request it interrupted, without
+ * end: a signal cannot end a waiting sqfs-seal unless the seal stops.
+ */
+int stage_seal_cancelled(const struct stage *s)
+{
+	return s->seal_req && fuse_req_interrupted(s->seal_req);
+}
+
 static int src_open(void *ctx, void *id, void **handle)
 {
 	struct stage *s = ctx;
-	struct src *h = malloc(sizeof(*h));
+	struct src *h;
 
+	if (stage_seal_cancelled(s))
+		return -ECANCELED;
+	h = malloc(sizeof(*h));
 	if (!h)
 		return -ENOMEM;
 	h->fd = NULL;
@@ -73,7 +85,7 @@ static int src_fd(struct src *h)
 static int src_read(void *handle, uint64_t off, void *buf, size_t len)
 {
 	struct src *h = handle;
-	int ret = src_fd(h);
+	int ret = stage_seal_cancelled(h->s) ? -ECANCELED : src_fd(h);
 
 	return ret ? ret : fd_source_read(h->fd, off, buf, len);
 }
@@ -103,6 +115,8 @@ static int src_stored_block_at(void *handle, uint32_t index, int *fd, uint64_t *
 {
 	struct src *h = handle;
 
+	if (stage_seal_cancelled(h->s))
+		return -ECANCELED;
 	return h->n ? stage_bg_stored_at(h->s, h->n, index, fd, off, word) : 0;
 }
 
@@ -262,7 +276,8 @@ static int walk_list(void *ctx, void *dir, sqw_entry_fn emit, void *arg)
 	size_t i;
 	int ret;
 
-	(void)ctx;
+	if (stage_seal_cancelled(ctx))
+		return -ECANCELED;
 	for (i = 0; i < d->nslots; i++) {
 		for (de = d->tab[i]; de; de = de->next) {
 			entry_of(de->node, de, &e);
@@ -351,13 +366,21 @@ static int check_tree(struct seal_ctx *c, const struct snode *dir, unsigned dept
  */
 static void wait_writers(struct stage *s)
 {
-	struct timespec dl;
+	int i;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += WRITER_WAIT_SECONDS;
-	while (s->total_writers > s->unnamed_writers) {
-		if (pthread_cond_timedwait(&s->released, &s->lock, &dl) == ETIMEDOUT)
+	/* In steps: an interrupt of sqfs-seal signals no condition. */
+	for (i = 0; i < WRITER_WAIT_SECONDS * 10; i++) {
+		struct timespec dl;
+
+		if (s->total_writers <= s->unnamed_writers || stage_seal_cancelled(s))
 			break;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += 100 * 1000 * 1000;
+		if (dl.tv_nsec >= 1000 * 1000 * 1000) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000 * 1000 * 1000;
+		}
+		pthread_cond_timedwait(&s->released, &s->lock, &dl);
 	}
 }
 
@@ -460,6 +483,10 @@ int stage_seal(struct stage *s, char **out)
 	}
 	stage_bg_pause(s);
 	wait_writers(s);
+	if (stage_seal_cancelled(s)) {
+		fail(&c, "cancelled: sqfs-seal was interrupted");
+		goto fail;
+	}
 	{
 		char m[4608];
 
@@ -494,6 +521,10 @@ int stage_seal(struct stage *s, char **out)
 	s->opts.img.progress = NULL;
 	ret = sqw_image_write_walk(&stage_walk_ops, s, &ops, s, pub.fd, &s->opts.img,
 				   &st, &err);
+	if (ret == -ECANCELED && stage_seal_cancelled(s)) {
+		fail(&c, "cancelled: sqfs-seal was interrupted");
+		goto fail;
+	}
 	if (ret) {
 		fail(&c, "%s: %s%s%s: %s", s->image, err.path, err.path[0] ? ": " : "",
 		     err.what ? err.what : "writing", strerror(-ret));

@@ -252,6 +252,7 @@ struct stage {
 	struct stage_spare *spare;	/* spool files made ahead (spare.c) */
 	struct stage_syncer *syncer;	/* fsync's second flusher (syncer.c) */
 	struct stage_sealer *sealer;	/* seal requests' thread (sealer.c) */
+	fuse_req_t seal_req;	/* the seal request being served, or NULL */
 	int no_uring;
 	int no_sync;		/* -o volatile (volatile.c) */
 	int prepack;		/* rehearsals (prepack.c): 0 never (-o no_prepack),
@@ -555,6 +556,11 @@ int stage_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
  * malloc'ed message.
  */
 int stage_seal(struct stage *s, char **out);
+/*
+ * sqfs-seal was interrupted (a signal: Ctrl-C, timeout, kill): the seal
+ * stops at its next file, block or directory with -ECANCELED.
+ */
+int stage_seal_cancelled(const struct stage *s);
 /* A seal was made, and IMAGE is still the file it wrote (lock held). */
 int stage_image_is_sealed(struct stage *s);
 

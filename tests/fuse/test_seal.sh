@@ -11,7 +11,9 @@
 # --pseudo-file; a bad or unfit file refused at start-up), the daemon's
 # memory after repeated seals (--keep) within 64 MiB + 256 B an inode, and
 # with -s (one request thread) a seal that sees a close on its way and
-# makes a pseudo entry again while a create waits in its directory.
+# makes a pseudo entry again while a create waits in its directory; a
+# signal to sqfs-seal (INT, TERM, KILL) cancels the seal at once, IMAGE
+# and the tree as they were, and a STOP/CONT asks for it again.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -726,6 +728,78 @@ IMG=$WORK/single.sqfs
 stage_mount "$IMG" "$M" -s -o "comp=xz:6,no_background,pseudo_file=$WORK/single.pseudo"
 seal_waits_for_close "$M" "$IMG" "-s"
 seal_during_create "$M" "-s"
+fusermount3 -u "$M"
+wait_daemon 0
+
+# --- a signal to sqfs-seal cancels the seal ---------------------------------
+# The kernel waits for the answer to an interrupted request without end:
+# Ctrl-C, timeout(1) or kill -9 could not end sqfs-seal before the whole
+# seal had run (or, with a file open for writing, waited 5 s for its close).
+# The daemon now stops the seal at its next file, block or wait, IMAGE
+# keeps its contents and the tree stays staged; a stop (SIGSTOP, or Ctrl-Z,
+# which sqfs-seal ignores meanwhile) asks for the seal again.
+M=$WORK/m-int
+IMG=$WORK/int.sqfs
+echo old >"$IMG"
+stage_mount "$IMG" "$M" -o comp=xz:9:extreme,no_background,no_prepack
+echo small >"$M/small"
+: >"$WORK/int.err"
+# seal_signal SIG DELAY: sqfs-seal --keep (SIGINT not ignored, as it is for
+# a background job of a script), SIG after DELAY seconds; prints
+# "<exit status> <milliseconds from the signal to the exit>".
+seal_signal() {
+	local pid t0 t1 rc=0
+	env --default-signal=INT "$SEAL" --keep --quiet "$M" 2>>"$WORK/int.err" &
+	pid=$!
+	sleep "$2"
+	t0=$(date +%s%N)
+	kill -s "$1" "$pid" 2>/dev/null || true
+	wait "$pid" || rc=$?
+	t1=$(date +%s%N)
+	echo "$rc $(((t1 - t0) / 1000000))"
+}
+# check_signal LABEL SIG DELAY MAX_MS
+check_signal() {
+	local rc=x ms=0 want=$((128 + $(kill -l "$2")))
+	read -r rc ms < <(seal_signal "$2" "$3") || true
+	if [[ $rc == "$want" ]] && ((ms <= $4)); then
+		ok "$1: SIG$2 ends sqfs-seal $ms ms later (status $rc)"
+	else
+		fail "$1: SIG$2: sqfs-seal status $rc (want $want) $ms ms later (want at most $4)"
+	fi
+	[[ $(cat "$IMG") == old ]] && ok "$1: IMAGE as it was" || fail "$1: IMAGE changed"
+	mountpoint -q "$M" && [[ $(cat "$M/small") == small ]] &&
+		ok "$1: the tree stays staged" || fail "$1: the mount or its tree is gone"
+}
+# While the seal waits for a file open for writing (5 s, then it fails).
+exec 7>"$M/held"
+check_signal "waiting for a close" INT 0.5 1500
+exec 7>&-
+# While it compresses: 70 MB of text at xz -9e takes seconds of CPU.
+seq 1 9000000 >"$M/big"
+for sig in INT TERM KILL; do
+	check_signal "compressing" $sig 1 5000
+done
+grep -q "interrupted (Interrupt): the seal was cancelled; the image is as it was" "$WORK/int.err" &&
+	ok "sqfs-seal says the seal was cancelled" || fail "no message: $(cat "$WORK/int.err")"
+leftover=$(ls -A "$WORK" | grep "int\.sqfs" | grep -v -x -e int.sqfs -e '\.int\.sqfs\.spool\..*' || true)
+[[ -z $leftover ]] && ok "no temporary image left" || fail "left beside IMAGE: $leftover"
+rm "$M/big" "$M/held"
+head -c 3M /dev/urandom | base64 >"$M/mid"
+"$SEAL" --keep --quiet "$M" &
+pid=$!
+sleep 0.3
+kill -STOP "$pid" 2>/dev/null || true
+sleep 1
+kill -CONT "$pid" 2>/dev/null || true
+rc=0
+wait "$pid" || rc=$?
+((rc == 0)) && ok "SIGSTOP and SIGCONT: the seal is asked again and done" || fail "after SIGSTOP: status $rc"
+if loop_mount "$IMG" "$WORK/k-int"; then
+	cmp -s "$M/mid" "$WORK/k-int/mid" && [[ $(cat "$WORK/k-int/small") == small ]] &&
+		ok "the image after the signals holds the tree" || fail "the image after the signals differs"
+	loop_umount "$WORK/k-int"
+fi
 fusermount3 -u "$M"
 wait_daemon 0
 

@@ -228,6 +228,81 @@ static char *find_spool(const char *image)
 	return found;
 }
 
+/*
+ * The seal request and signals.  The kernel tells the daemon of a signal
+ * to a process waiting for it, and the daemon then cancels the seal: IMAGE
+ * and the staged tree stay as they were.  A stop (Ctrl-Z, SIGSTOP) would
+ * do the same, so the terminal's stops are ignored meanwhile, and a seal
+ * cancelled with nothing caught (a SIGSTOP) is asked for again.
+ */
+static const int seal_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU };
+static struct sigaction seal_old[sizeof(seal_signals) / sizeof(seal_signals[0])];
+static volatile sig_atomic_t seal_caught;
+
+static void seal_catch(int sig)
+{
+	seal_caught = sig;
+}
+
+static void seal_signals_set(int on)
+{
+	struct sigaction sa;
+	size_t i;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(seal_signals) / sizeof(seal_signals[0]); i++) {
+		int stop = seal_signals[i] == SIGTSTP || seal_signals[i] == SIGTTIN ||
+			   seal_signals[i] == SIGTTOU;
+
+		if (!on) {
+			sigaction(seal_signals[i], &seal_old[i], NULL);
+			continue;
+		}
+		sigaction(seal_signals[i], NULL, &seal_old[i]);
+		/* One ignored by whoever started us stays ignored (nohup). */
+		if (seal_old[i].sa_handler == SIG_IGN)
+			continue;
+		sa.sa_handler = stop ? SIG_IGN : seal_catch;
+		sigaction(seal_signals[i], &sa, NULL);
+	}
+}
+
+static ssize_t seal_request(const char *mnt, char *buf)
+{
+	ssize_t len;
+
+	seal_signals_set(1);
+	do
+		len = getxattr(mnt, SEAL_XATTR, buf, SEAL_BUF);
+	while (len < 0 && errno == EINTR && !seal_caught);
+	{
+		int e = errno;
+
+		seal_signals_set(0);
+		errno = e;
+	}
+	return len;
+}
+
+/* A signal caught while the seal ran: say what became of it, then die of it. */
+static void seal_signal_raise(const char *mnt, int sealed)
+{
+	int sig = seal_caught;
+
+	if (!sig)
+		return;
+	if (sealed)
+		fprintf(stderr, "%s: %s: interrupted (%s) after the seal: the image is sealed, "
+			"and the mount stays\n", prog, mnt, strsignal(sig));
+	else
+		fprintf(stderr, "%s: %s: interrupted (%s): the seal was cancelled; the image "
+			"is as it was, and the staged tree stays mounted\n", prog, mnt,
+			strsignal(sig));
+	fflush(stderr);
+	raise(sig);
+}
+
 /* A failure to reach MNT; a daemon that died (or is dying) gets told apart. */
 static void report_errno(const char *mnt, int e)
 {
@@ -359,7 +434,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return 1;
 	}
-	len = getxattr(mnt, SEAL_XATTR, buf, SEAL_BUF);
+	len = seal_request(mnt, buf);
+	if (len < 0 || strncmp(buf, "error: ", 7))
+		seal_signal_raise(mnt, len >= 0);
 	if (len < 0) {
 		int e = errno;
 
