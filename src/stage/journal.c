@@ -162,7 +162,7 @@ void stage_jnl_dirent(struct stage *s, const struct snode *dir, const char *name
 
 	if (!j)
 		return;
-	if (jb_reserve(&j->rec, 1 + 8 + 8 + 2 + len)) {
+	if (jb_reserve(&j->rec, 1 + 8 + 8 + 4 + len)) {
 		fail(s, ENOMEM);
 		return;
 	}
