@@ -530,6 +530,11 @@ int stage_seal(struct stage *s, char **out)
 		     err.what ? err.what : "writing", strerror(-ret));
 		goto fail;
 	}
+	/* The last moment: the sync and rename below make IMAGE this one. */
+	if (stage_seal_cancelled(s)) {
+		fail(&c, "cancelled: sqfs-seal was interrupted");
+		goto fail;
+	}
 	ret = cli_publish_commit(&pub);
 	if (ret) {
 		fail(&c, "%s: publishing the image: %s", s->image, strerror(-ret));
