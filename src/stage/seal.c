@@ -49,6 +49,8 @@ struct src {
  * The kernel waits for the answer to a request it interrupted, without
  * end: a signal cannot end a waiting sqfs-seal unless the seal stops.
  */
+static const char cancelled_msg[] = "cancelled: sqfs-seal was interrupted";
+
 int stage_seal_cancelled(const struct stage *s)
 {
 	return s->seal_req && fuse_req_interrupted(s->seal_req);
@@ -366,15 +368,19 @@ static int check_tree(struct seal_ctx *c, const struct snode *dir, unsigned dept
  */
 static void wait_writers(struct stage *s)
 {
-	int i;
+	struct timespec end, now;
 
-	/* In steps: an interrupt of sqfs-seal signals no condition. */
-	for (i = 0; i < WRITER_WAIT_SECONDS * 10; i++) {
+	clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_sec += WRITER_WAIT_SECONDS;
+	/* In steps of 0.1 s: an interrupt of sqfs-seal signals no condition. */
+	while (s->total_writers > s->unnamed_writers && !stage_seal_cancelled(s)) {
 		struct timespec dl;
 
-		if (s->total_writers <= s->unnamed_writers || stage_seal_cancelled(s))
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (now.tv_sec > end.tv_sec ||
+		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
 			break;
-		clock_gettime(CLOCK_REALTIME, &dl);
+		dl = now;
 		dl.tv_nsec += 100 * 1000 * 1000;
 		if (dl.tv_nsec >= 1000 * 1000 * 1000) {
 			dl.tv_sec++;
@@ -484,7 +490,7 @@ int stage_seal(struct stage *s, char **out)
 	stage_bg_pause(s);
 	wait_writers(s);
 	if (stage_seal_cancelled(s)) {
-		fail(&c, "cancelled: sqfs-seal was interrupted");
+		fail(&c, "%s", cancelled_msg);
 		goto fail;
 	}
 	{
@@ -522,7 +528,7 @@ int stage_seal(struct stage *s, char **out)
 	ret = sqw_image_write_walk(&stage_walk_ops, s, &ops, s, pub.fd, &s->opts.img,
 				   &st, &err);
 	if (ret == -ECANCELED && stage_seal_cancelled(s)) {
-		fail(&c, "cancelled: sqfs-seal was interrupted");
+		fail(&c, "%s", cancelled_msg);
 		goto fail;
 	}
 	if (ret) {
@@ -532,7 +538,7 @@ int stage_seal(struct stage *s, char **out)
 	}
 	/* The last moment: the sync and rename below make IMAGE this one. */
 	if (stage_seal_cancelled(s)) {
-		fail(&c, "cancelled: sqfs-seal was interrupted");
+		fail(&c, "%s", cancelled_msg);
 		goto fail;
 	}
 	ret = cli_publish_commit(&pub);
