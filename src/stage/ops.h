@@ -17,7 +17,6 @@ struct fhandle {
 	int fd;
 	int shared;	/* fd is the passthrough inode's, closed with it */
 	int writer;
-	int direct;	/* opened O_DIRECT: see stage_op_write_buf() */
 	struct snode *n;
 	struct fhandle *prev, *next;	/* stage->handles: every open one */
 };

@@ -53,7 +53,6 @@ static int open_handle(struct stage *s, struct snode *n, int fd,
 	h->fd = fd;
 	h->n = n;
 	h->writer = (fi->flags & O_ACCMODE) != O_RDONLY;
-	h->direct = !!(fi->flags & O_DIRECT);
 	h->next = s->handles;
 	if (h->next)
 		h->next->prev = h;
@@ -210,9 +209,10 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	 * need), and the kernel makes a short answer to one of them EIO.  So
 	 * a request that does not fit whole fails with the error its rest
 	 * meets (ENOSPC, or EFBIG at the size limit); the kernel then cuts
-	 * the file back to the size it had.
+	 * the file back to the size it had.  The flag is the request's (the
+	 * file's flags now): fcntl(F_SETFL) may set it after the open.
 	 */
-	while (h->direct && res >= 0 && (size_t)res < want) {
+	while ((fi->flags & O_DIRECT) && res >= 0 && (size_t)res < want) {
 		ssize_t more = (size_t)res >= out.buf[0].size ? -EFBIG : fuse_buf_copy(&out, in, 0);
 
 		if (more <= 0) {
