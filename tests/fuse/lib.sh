@@ -147,7 +147,8 @@ stage_mount() {
 		fi
 		sleep 0.05
 	done
-	log "FAIL: sqfs-stage did not mount $mnt"
+	log "FAIL: sqfs-stage did not mount $mnt; the daemon's log ends:"
+	tail -n 5 "$WORK/daemon.log" >&2
 	exit 1
 }
 
