@@ -597,7 +597,7 @@ for d in range(5):
     os.makedirs(f"{mnt}/d{d}", exist_ok=True)
 files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(mnt) for f in fs)
 for i in range(200):
-    n = random.choice([0, 10, 3000, 100000, 300000])
+    n = random.choice([0, 10, 3000, 30000, 100000])
     off = random.randint(0, len(txt) - n)
     with open(f"{mnt}/d{i % 5}/f{r}_{i}", "wb") as f:
         f.write(txt[off:off + n])
