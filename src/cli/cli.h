@@ -20,10 +20,11 @@ struct cli_opts {
 	const char *prefix;	/* "--" (sqfs-pack) or "-o " (sqfs-stage): for messages */
 	uint32_t block_size;
 	int quiet, json, progress;	/* progress: -1 auto (stderr is a TTY) */
+	int mkfs_time_set;
 };
 
-/* Defaults: zstd, 128 KiB, all CPUs, mkfs time SOURCE_DATE_EPOCH or now. */
-int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen);
+/* Defaults: zstd, 128 KiB, all CPUs, mkfs time now. */
+void cli_opts_init(struct cli_opts *o);
 
 /*
  * Set one writer option by its key ("comp", "block_size", "jobs", ...; the
@@ -33,7 +34,10 @@ int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen);
 int cli_opt_set(struct cli_opts *o, const char *key, const char *val,
 		char *msg, size_t msglen);
 
-/* Resolve what depends on several options (the codec and block size). */
+/*
+ * Resolve what depends on several options (the codec and block size), and
+ * the mkfs time from SOURCE_DATE_EPOCH when none was given.
+ */
 int cli_opts_finish(struct cli_opts *o, char *msg, size_t msglen);
 
 /* Progress bar on stderr and the closing summary. */

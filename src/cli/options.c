@@ -96,11 +96,8 @@ int cli_parse_id(const char *s, int is_group, int64_t *out)
 	return 0;
 }
 
-int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen)
+void cli_opts_init(struct cli_opts *o)
 {
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-	int64_t t;
-
 	memset(o, 0, sizeof(*o));
 	sqw_image_opts_init(&o->img);
 	o->block_size = 128 * 1024;
@@ -108,15 +105,6 @@ int cli_opts_init(struct cli_opts *o, char *msg, size_t msglen)
 	snprintf(o->comp_spec, sizeof(o->comp_spec), "zstd");
 	o->prefix = "--";
 	o->img.mkfs_time = (uint32_t)time(NULL);
-	if (sde && *sde) {
-		if (parse_time(sde, &t) || !strcmp(sde, "now")) {
-			snprintf(msg, msglen, "SOURCE_DATE_EPOCH='%s': give seconds since 1970 "
-				 "(0..4294967295)", sde);
-			return -EINVAL;
-		}
-		o->img.mkfs_time = (uint32_t)t;
-	}
-	return 0;
 }
 
 struct flag_opt {
@@ -191,6 +179,7 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 		if (parse_time(val, &t))
 			BAD("%s '%s': give seconds since 1970 (0..4294967295) or 'now'", name, val);
 		o->img.mkfs_time = (uint32_t)t;
+		o->mkfs_time_set = 1;
 	} else if (!strcmp(key, "all_time")) {
 		if (parse_time(val, &t))
 			BAD("%s '%s': give seconds since 1970 (0..4294967295) or 'now'", name, val);
@@ -209,9 +198,16 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 
 int cli_opts_finish(struct cli_opts *o, char *msg, size_t msglen)
 {
-	const char *err = NULL;
+	const char *sde = getenv("SOURCE_DATE_EPOCH"), *err = NULL;
+	int64_t t;
 	int ret;
 
+	/* Read only when it is used: a mkfs time given wins over it. */
+	if (!o->mkfs_time_set && sde && *sde) {
+		if (parse_time(sde, &t) || !strcmp(sde, "now"))
+			BAD("SOURCE_DATE_EPOCH='%s': give seconds since 1970 (0..4294967295)", sde);
+		o->img.mkfs_time = (uint32_t)t;
+	}
 	if ((o->img.flags & SQW_OPT_NO_FRAGMENTS) &&
 	    (o->img.flags & SQW_OPT_ALWAYS_FRAGMENTS))
 		BAD("--no-fragments (no_fragments) and --always-fragments (always_fragments) cannot be combined");

@@ -187,6 +187,22 @@ RC=0
 ERR=$(SOURCE_DATE_EPOCH=4294967296 timeout 60 "$SQFS_PACK" -q "$S/src" "$S/out/i.sqfs" 2>&1) || RC=$?
 usage_error "SOURCE_DATE_EPOCH=4294967296" "(0..4294967295)"
 nothing_in "$S/out" "SOURCE_DATE_EPOCH=4294967296"
+# Read only when it would be used: a --mkfs-time given, --help and
+# --version do not look at it.
+if SOURCE_DATE_EPOCH=yesterday timeout 60 "$SQFS_PACK" -q --mkfs-time 7 "$S/src" "$S/out/i.sqfs" 2>"$S/err" &&
+	[[ $(unsquashfs -mkfs-time "$S/out/i.sqfs" 2>/dev/null) == 7 ]]; then
+	log "ok: --mkfs-time 7 wins over a bad SOURCE_DATE_EPOCH"
+else
+	fail "--mkfs-time 7 with SOURCE_DATE_EPOCH=yesterday: $(cat "$S/err")"
+fi
+rm -f -- "$S/out/i.sqfs"
+for t in "$SQFS_PACK" ${STAGE:+"$STAGE"}; do
+	for o in --help --version; do
+		SOURCE_DATE_EPOCH=yesterday "$t" $o >/dev/null 2>"$S/err" &&
+			log "ok: ${t##*/} $o with a bad SOURCE_DATE_EPOCH" ||
+			fail "${t##*/} $o with SOURCE_DATE_EPOCH=yesterday: $(cat "$S/err")"
+	done
+done
 
 if [[ -z $STAGE ]]; then
 	log "note: sqfs-stage not built: its -o options are not checked"

@@ -186,10 +186,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o, struct pack_arg
 	char msg[256];
 	int c, idx, *tar = &pa->tar;
 
-	if (cli_opts_init(o, msg, sizeof(msg))) {
-		fprintf(stderr, "%s: %s\n", prog, msg);
-		return -1;
-	}
+	cli_opts_init(o);
 	argv[0] = (char *)prog;	/* getopt's messages: "sqfs-pack: ...", not the path */
 	while ((c = getopt_long(argc, argv, "c:b:j:e:xp:qhV", longopts, &idx)) != -1) {
 		switch (c) {
