@@ -477,6 +477,18 @@ expect_exit 1 "options: 'suid': not an image option (the file is damaged)" \
 	"$STAGE" -f --recover "$SP" "$IMG" "$M"
 printf 'comp=gzip:1\nhello world\n' >"$SP/options"
 expect_exit 1 "options: 'hello world': not an image option" "$STAGE" -f --recover "$SP" "$IMG" "$M"
+# A value that is no good, alone or with the others, is damage as well.
+printf 'comp=bogus\n' >"$SP/options"
+expect_exit 1 "options: comp 'bogus': unknown compressor 'bogus'; nothing was changed" \
+	"$STAGE" -f --recover "$SP" "$IMG" "$M"
+printf 'comp=xz:dict=1M\nblock_size=512K\n' >"$SP/options"
+expect_exit 1 "options: comp 'xz:dict=1M': xz dict must be 8K..block size" \
+	"$STAGE" -f --recover "$SP" "$IMG" "$M"
+# Whatever the spool holds, a bad option is a usage error, --help is help.
+expect_exit 2 "unknown option" "$STAGE" -f --recover "$SP" -o bogus "$IMG" "$M"
+expect_exit 0 "" "$STAGE" --recover "$SP" --help
+expect_exit 2 "unknown option" "$STAGE" -f --recover "$WORK/o8/options.good" -o bogus "$IMG" "$M"
+expect_exit 1 "options.good: not a writable directory" "$STAGE" -f --recover "$WORK/o8/options.good" "$IMG" "$M"
 cp "$WORK/o8/options.good" "$SP/options"
 stage_mount "$IMG" "$M" --recover "$SP"
 touch -r "$SRC" "$M"

@@ -140,11 +140,11 @@ out:
 /* "-o" ARG with the commas and backslashes of one option escaped. */
 /*
  * Is line an image option with a good value (as cli_opt_set() takes it)?
- * 0, or -EBADMSG with what is wrong in msg (non-printing bytes as '?').
+ * It is set in o.  0, or -EBADMSG with what is wrong in msg (non-printing
+ * bytes as '?').
  */
-static int check_line(const char *line, char *msg, size_t msglen)
+static int check_line(struct cli_opts *o, const char *line, char *msg, size_t msglen)
 {
-	struct cli_opts o;
 	char key[64], why[160], shown[64];
 	const char *eq = strchr(line, '=');
 	size_t klen = eq ? (size_t)(eq - line) : strlen(line), i;
@@ -153,12 +153,10 @@ static int check_line(const char *line, char *msg, size_t msglen)
 	for (i = 0; line[i] && i < sizeof(shown) - 1; i++)
 		shown[i] = line[i] >= 0x20 && line[i] < 0x7f ? line[i] : '?';
 	shown[i] = '\0';
-	if (cli_opts_init(&o, why, sizeof(why)))
-		return 0;	/* SOURCE_DATE_EPOCH is bad: the parse after says so */
 	if (klen < sizeof(key)) {
 		memcpy(key, line, klen);
 		key[klen] = '\0';
-		r = cli_opt_set(&o, key, eq ? eq + 1 : NULL, why, sizeof(why));
+		r = cli_opt_set(o, key, eq ? eq + 1 : NULL, why, sizeof(why));
 	}
 	if (r == 0)
 		return 0;
@@ -187,6 +185,7 @@ static char *escaped(const char *line)
 int spoolopts_read(const char *spool, char ***out, int *n, char **shown)
 {
 	char *path = NULL, *buf = NULL, *line, *save = NULL, **v = NULL;
+	struct cli_opts o;
 	size_t len = 0;
 	int fd = -1, ret = -ENOMEM, count = 0;
 	ssize_t r;
@@ -212,13 +211,14 @@ int spoolopts_read(const char *spool, char ***out, int *n, char **shown)
 		len += (size_t)r;
 	}
 	buf[len] = '\0';
+	cli_opts_init(&o);
 	v = calloc(len / 2 + 2, sizeof(*v));
 	*shown = calloc(1, len + 256);	/* or the message of a bad line */
 	if (!v || !*shown)
 		goto out;
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		/* Only image options were written here: anything else is damage. */
-		ret = check_line(line, *shown, len + 256);
+		ret = check_line(&o, line, *shown, len + 256);
 		if (ret)
 			goto out;
 		ret = -ENOMEM;
@@ -229,6 +229,13 @@ int spoolopts_read(const char *spool, char ***out, int *n, char **shown)
 			strcat(*shown, ",");
 		strcat(*shown, line);
 		count++;
+	}
+	/* Each value good, and together too (a compressor's settings). */
+	o.prefix = "";
+	o.mkfs_time_set = 1;	/* SOURCE_DATE_EPOCH is not the file's */
+	if (cli_opts_finish(&o, *shown, len + 256)) {
+		ret = -EBADMSG;
+		goto out;
 	}
 	*out = v;
 	*n = count;

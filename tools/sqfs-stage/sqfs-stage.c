@@ -603,9 +603,12 @@ static int access_data(const char *spool)
 
 /*
  * With -o recover=SPOOL, the options SPOOL was made with go first, so that
- * the ones given now win.  Replaces *av (and *argc); 0 or -1 (said why).
+ * the ones given now win.  Replaces *av (and *argc); 0 or -1 (out of
+ * memory).  A spool whose options cannot be taken leaves *av as it is and
+ * sets *err to why: said after the parse of the command line, so that a
+ * usage error, --help and --version come first whatever the spool holds.
  */
-static int recover_options(int *argc, char ***av)
+static int recover_options(int *argc, char ***av, char **err)
 {
 	struct fuse_args pre = FUSE_ARGS_INIT(*argc, *av);
 	char *spool = NULL, *shown = NULL, **kept = NULL, **out;
@@ -627,26 +630,25 @@ static int recover_options(int *argc, char ***av)
 				"necessarily the ones the tree was staged with\n", prog, spool);
 		ret = 0;
 	}
-	if (ret == -EBADMSG) {
-		fprintf(stderr, "%s: -o recover: %s/options: %s; nothing was changed (give "
-			"the image options again with -o after removing the file)\n", prog,
-			spool, shown);
-		free(shown);
-		free(spool);
-		return -1;
-	}
-	if (ret == -ENOTDIR) {
-		/* As stage_spool_open() says it, which would come next. */
-		fprintf(stderr, "%s: -o recover: %s: not a writable directory\n", prog, spool);
-		free(spool);
-		return -1;
-	}
-	if (ret) {
-		fprintf(stderr, "%s: -o recover: %s/options: %s\n", prog, spool, strerror(-ret));
-		free(spool);
-		return -1;
-	}
+	if (ret == -EBADMSG)
+		ret = asprintf(err, "%s: -o recover: %s/options: %s; nothing was changed (give "
+			       "the image options again with -o after removing the file)",
+			       prog, spool, shown);
+	else if (ret == -ENOTDIR)	/* as stage_spool_open() says it */
+		ret = asprintf(err, "%s: -o recover: %s: not a writable directory", prog, spool);
+	else if (ret)
+		ret = asprintf(err, "%s: -o recover: %s/options: %s", prog, spool,
+			       strerror(-ret));
 	free(spool);
+	if (ret) {
+		free(shown);
+		if (ret < 0) {
+			*err = NULL;
+			fprintf(stderr, "%s: out of memory\n", prog);
+			return -1;
+		}
+		return 0;
+	}
 	if (!n)
 		return 0;
 	out = calloc((size_t)(*argc + n + 1), sizeof(*out));
@@ -695,6 +697,7 @@ int main(int argc, char **argv)
 	struct parse p = { .s = &s };
 	struct stage_jnl_stats jst;
 	char msg[2 * PATH_MAX];	/* may name the spool and the image */
+	char *recover_err = NULL;
 	int ret, marked = 0, status = CLI_EXIT_FAIL;
 
 	memset(&fo, 0, sizeof(fo));
@@ -706,7 +709,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return CLI_EXIT_FAIL;
 	}
-	if (recover_options(&argc, &av)) {
+	if (recover_options(&argc, &av, &recover_err)) {
 		free_argv(av);
 		return CLI_EXIT_FAIL;
 	}
@@ -719,11 +722,7 @@ int main(int argc, char **argv)
 	s.claimfd = -1;
 	s.final_status = CLI_EXIT_FAIL;
 	/* Every exit goes through out_free: no leaks, also on usage errors. */
-	if (cli_opts_init(&s.opts, msg, sizeof(msg))) {
-		fprintf(stderr, "%s: %s\n", prog, msg);
-		status = CLI_EXIT_USAGE;
-		goto out_free;
-	}
+	cli_opts_init(&s.opts);
 	s.opts.prefix = "-o ";
 	if (fuse_opt_parse(&args, &p, NULL, opt_proc)) {
 		if (!p.bad)
@@ -768,6 +767,10 @@ int main(int argc, char **argv)
 		if (ret > 0)
 			fprintf(stderr, "%s: invalid FUSE options\nTry '%s --help'.\n", prog, prog);
 		status = ret > 0 ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+		goto out_free;
+	}
+	if (recover_err) {
+		fprintf(stderr, "%s\n", recover_err);
 		goto out_free;
 	}
 	s.file_max = sqw_file_size_max(s.opts.img.comp.block_size);
@@ -957,6 +960,7 @@ out_spool:
 	if (!p.recover)
 		stage_remove_spool(&s);
 out_free:
+	free(recover_err);
 	stage_free(&s);
 	free(fo.mountpoint);
 	fuse_opt_free_args(&args);
