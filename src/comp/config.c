@@ -285,6 +285,7 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 			if (id == SQW_COMP_LZ4 && tok_is(&t, "hc")) {
 				tmp.opt.lz4.hc = 1;
 				tmp.level = LZ4HC_DEFAULT_LEVEL;
+				seen |= 1u << key_index(&t);	/* lz4:hc:hc */
 			} else if (tok_uint(&t, &n)) {
 				FAIL(fmt_msg("bad %s level '%.*s'", name, TOKQ(&t)));
 			} else {

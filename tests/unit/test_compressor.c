@@ -540,6 +540,8 @@ static void test_parse_errors(void **state)
 		{ "zstd,3", "a zstd level goes right after the name (zstd:3)" },
 		{ "xz,bcj=x86,bcj=arm", "xz option 'bcj' given twice" },
 		{ "gzip:zlib,zlib", "gzip option 'zlib' given twice" },
+		{ "lz4:hc:hc", "lz4 option 'hc' given twice" },
+		{ "lz4:hc,hc", "lz4 option 'hc' given twice" },
 	};
 	sqw_comp_config_t cfg, snap;
 	const char *err;
