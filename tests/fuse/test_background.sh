@@ -516,19 +516,26 @@ while True:
 	stage_mount "$WORK/h.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
 	cp -a "$SMALL/." "$M/"
 	find "$M" -exec touch -h -d @1650000000 {} +
+	# 30 s in which the machine was at least 25% idle: a test beside this
+	# one may take what the spinners leave for a while (up to 120 s).
+	start=$SECONDS last=$SECONDS idle_s=0
 	cpu_idle_sample
-	for ((i = 0; i < 300; i++)); do
+	while ((idle_s < 30 && SECONDS - start < 120)); do
 		st=$(status "$M")
 		[[ $(field "$st" rehearsals) -gt 0 ]] && break
 		sleep 0.1
+		if ((SECONDS > last)); then
+			cpu_idle_sample
+			((idle_pct >= 25)) && idle_s=$((idle_s + SECONDS - last))
+			last=$SECONDS
+		fi
 	done
-	cpu_idle_sample	# the failure says how idle the machine was
 	kill "${BURN[@]}"
 	wait "${BURN[@]}" 2>/dev/null || true
 	if [[ $(field "$st" rehearsals) -gt 0 ]]; then
 		ok "default: rehearsed while the CPUs were 60% busy ($(field "$st" rehearsals_deferred) looks put off)"
 	else
-		fail "default: no rehearsal within 30 s while the CPUs were 60% busy ($idle_pct% idle in all): $st"
+		fail "default: no rehearsal while the CPUs were 60% busy, after $((SECONDS - start)) s, $idle_s s of them with the CPUs at least 25% idle: $st"
 	fi
 	out=$("$SEAL" --json "$M")
 	wait_daemon 0
