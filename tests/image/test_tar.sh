@@ -70,10 +70,31 @@ check_mount() {
 }
 
 dir_image() {	# dir_image TREE [options]: the reference image, prints its sha
-	local tree=$1
+	local tree=$1 img=$OUT/dir${BG_ID-}.sqfs
 	shift
-	pack --mkfs-time "$T" "$@" "$tree" "$OUT/dir.sqfs" || { fail "directory image ($*)"; exit 1; }
-	sha "$OUT/dir.sqfs"
+	pack --mkfs-time "$T" "$@" "$tree" "$img" || { fail "directory image ($*)"; exit 1; }
+	sha "$img"
+}
+
+# The checks of a slow stream wait most of their time: they run side by
+# side.  bg ID FUNCTION [ARGS]: FUNCTION in the background, with BG_ID=ID
+# for its file names and its messages kept for bg_wait, which prints them
+# in order and counts a job with a failure (or killed) as one.
+BG_PIDS=()
+bg() {
+	local id=$1
+	shift
+	( FAILURES=0 BG_ID=-$id; "$@"; exit $((FAILURES > 0)) ) 2>"$S/bg-$id.log" &
+	BG_PIDS+=("$id:$!")
+}
+bg_wait() {
+	local j
+	for j in "${BG_PIDS[@]}"; do
+		wait "${j#*:}" || FAILURES=$((FAILURES + 1))
+		cat "$S/bg-${j%%:*}.log" >&2
+		rm -f -- "$S/bg-${j%%:*}.log"
+	done
+	BG_PIDS=()
 }
 
 section "posix with xattrs and sparse files"
@@ -260,18 +281,18 @@ except BrokenPipeError:
 }
 # slow_frags LABEL [options]
 slow_frags() {
-	local label=$1 want json frags rc=0
+	local label=$1 want json frags rc=0 img=$OUT/tar${BG_ID-}.sqfs err=$S/err${BG_ID-}
 	shift
 	want=$(dir_image "$FR" --no-xattrs "$@")
-	rm -f -- "$OUT/tar.sqfs"
+	rm -f -- "$img"
 	json=$(slow_cat "$S/ar/fr.tar" | SQFS_PACK_REHEARSE=${FR_MODE:-always} "$SQFS_PACK" --tar --json -j 2 \
-		--mkfs-time "$T" "$@" "$OUT/tar.sqfs" 2>"$S/err") || rc=$?
+		--mkfs-time "$T" "$@" "$img" 2>"$err") || rc=$?
 	if ((rc)); then
-		fail "[fragments ahead: $label] exit $rc: $(cat "$S/err")"
+		fail "[fragments ahead: $label] exit $rc: $(cat "$err")"
 		return
 	fi
 	frags=$("$PYTHON3" -c 'import json,sys; j = json.load(sys.stdin); print(j["stored_fragments"], "of", j["fragments"])' <<<"$json")
-	if [[ $(sha "$OUT/tar.sqfs") != "$want" ]]; then
+	if [[ $(sha "$img") != "$want" ]]; then
 		fail "[fragments ahead: $label] the image differs from the directory image ($frags stored)"
 	elif [[ ${FR_MODE-} == never && $frags != 0\ * ]]; then
 		fail "[fragments ahead: $label] $frags fragment blocks stored with SQFS_PACK_REHEARSE=never"
@@ -280,20 +301,28 @@ slow_frags() {
 	else
 		log "ok: [fragments ahead: $label] same bytes, $frags fragment blocks compressed while reading"
 	fi
+	rm -f -- "$img" "$OUT/dir${BG_ID-}.sqfs" "$err"
 }
-slow_frags defaults
-FR_MODE=never slow_frags never
+# The summary for people says it too.
+frags_summary() {
+	local sum img=$OUT/tar${BG_ID-}.sqfs
+	sum=$(slow_cat "$S/ar/fr.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --no-progress --mkfs-time "$T" "$img" 2>/dev/null |
+		grep '^Fragment blocks compressed while reading' || true)
+	if [[ $sum =~ ^Fragment\ blocks\ compressed\ while\ reading\ [1-9][0-9]*\ of\ [1-9][0-9]*$ ]]; then
+		log "ok: [fragments ahead: summary] $sum"
+	else
+		fail "[fragments ahead: summary] no line 'Fragment blocks compressed while reading N of M' (got '$sum')"
+	fi
+	rm -f -- "$img"
+}
+bg 1 slow_frags defaults
+FR_MODE=never bg 2 slow_frags never
+bg 3 frags_summary
 if [[ ${SQFS_TEST_QUICK-} != 1 ]]; then	# what they change is the bytes
-	slow_frags "-b 4K -c gzip" -b 4K -c gzip
-	slow_frags "--always-fragments --no-dedup" --always-fragments --no-dedup
+	bg 4 slow_frags "-b 4K -c gzip" -b 4K -c gzip
+	bg 5 slow_frags "--always-fragments --no-dedup" --always-fragments --no-dedup
 fi
-sum=$(slow_cat "$S/ar/fr.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --no-progress --mkfs-time "$T" "$OUT/tar.sqfs" 2>/dev/null |
-	grep '^Fragment blocks compressed while reading' || true)
-if [[ $sum =~ ^Fragment\ blocks\ compressed\ while\ reading\ [1-9][0-9]*\ of\ [1-9][0-9]*$ ]]; then
-	log "ok: [fragments ahead: summary] $sum"
-else
-	fail "[fragments ahead: summary] no line 'Fragment blocks compressed while reading N of M' (got '$sum')"
-fi
+bg_wait
 rm -rf -- "$FR" "$S/ar/fr.tar"
 # Out of room with rehearsed fragment blocks: 600 files of 32 KiB of base64
 # text (tails only: no data blocks to compress ahead) from a slow stream.
@@ -308,24 +337,28 @@ done
 find "$FO" -exec touch -h -d @1234567 {} +
 want=$(dir_image "$FO" --no-xattrs -c zstd:3)
 tar -C "$FO" --numeric-owner --format=gnu -cf "$S/ar/fo.tar" .
-# frags_room LABEL FS_SIZE WARN(yes/no)
+# frags_room LABEL FS_SIZE WARN(yes/no): in $S/fo-FS_SIZE, made beforehand
 frags_room() {
-	local label=$1 size=$2 warn=$3 fs=$S/fo-$2 rc=0 json got stored
-	scratch_fs "$fs" "$size"
-	json=$(slow_cat "$S/ar/fo.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --json -j 2 -c zstd:3 --mkfs-time "$T" "$fs/a.sqfs" 2>"$S/err") || rc=$?
+	local label=$1 size=$2 warn=$3 fs=$S/fo-$2 rc=0 json got stored err=$S/err${BG_ID-}
+	json=$(slow_cat "$S/ar/fo.tar" | SQFS_PACK_REHEARSE=always "$SQFS_PACK" --tar --json -j 2 -c zstd:3 --mkfs-time "$T" "$fs/a.sqfs" 2>"$err") || rc=$?
 	got=no
-	grep -q "compressing while reading stopped: No space left on device" "$S/err" && got=yes
+	grep -q "compressing while reading stopped: No space left on device" "$err" && got=yes
 	stored=$("$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)["stored_fragments"])' <<<"${json:-{\}}" 2>/dev/null || echo "?")
 	if ((rc == 0)) && [[ $got == "$warn" && $(sha "$fs/a.sqfs") == "$want" && $(ls -A "$fs") == a.sqfs ]] &&
 		{ [[ $warn == yes ]] || ((stored > 0)); }; then
 		log "ok: [fragments ahead, $label] same bytes, warning: $got, $stored fragment blocks taken as stored"
 	else
-		fail "[fragments ahead, $label] expected exit 0, warning: $warn and the directory image's bytes, got $rc, warning: $got, $stored stored: $(cat "$S/err"); $(ls -A "$fs")"
+		fail "[fragments ahead, $label] expected exit 0, warning: $warn and the directory image's bytes, got $rc, warning: $got, $stored stored: $(cat "$err"); $(ls -A "$fs")"
 	fi
-	rm -f -- "$fs/a.sqfs"
+	rm -f -- "$fs/a.sqfs" "$err"
 }
-frags_room "out of room" 35m yes
-[[ ${SQFS_TEST_QUICK-} == 1 ]] || frags_room "room enough" 64m no
+scratch_fs "$S/fo-35m" 35m
+bg 1 frags_room "out of room" 35m yes
+if [[ ${SQFS_TEST_QUICK-} != 1 ]]; then
+	scratch_fs "$S/fo-64m" 64m
+	bg 2 frags_room "room enough" 64m no
+fi
+bg_wait
 rm -rf -- "$FO" "$S/ar/fo.tar"
 
 section "compressed archives"
