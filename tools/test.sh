@@ -14,8 +14,8 @@
 #   tsan      TSan build, every suite but "sequential"           (build-test-tsan)
 #   valgrind  the normal build's unit suite under valgrind memcheck
 #   fuzz      clang libFuzzer build, smoke runs of tests/fuzz/fuzz_tar
-#             (FUZZ_SECONDS, default 20) and fuzz_pseudo (FUZZ_PSEUDO_SECONDS,
-#             default 8); runs when no suite or "fuzz" is named
+#             (FUZZ_SECONDS, default 12) and fuzz_pseudo (FUZZ_PSEUDO_SECONDS,
+#             default 6); runs when no suite or "fuzz" is named
 #
 # Sanitizer reports fail the run even when the process that made them did not
 # fail its test (a daemonised sqfs-stage, a child whose status nobody reads):
@@ -227,7 +227,7 @@ mode_valgrind() {
 }
 
 mode_fuzz() {
-	local dir=$build-fuzz secs=${FUZZ_SECONDS:-20} cc=${FUZZ_CC:-clang-14} rc=0
+	local dir=$build-fuzz secs=${FUZZ_SECONDS:-12} cc=${FUZZ_CC:-clang-14} rc=0
 	if [[ $want_fuzz -eq 0 ]]; then
 		echo "test.sh: fuzz not selected" >&2
 		return 0
@@ -240,7 +240,7 @@ mode_fuzz() {
 	# Only the fuzz targets: the rest of this build is the asan mode's.
 	meson compile -C "$dir" tests/fuzz/fuzz_tar tests/fuzz/fuzz_pseudo
 	run_fuzzer "$dir" tar "$secs" 65536 corpus || rc=1
-	run_fuzzer "$dir" pseudo "${FUZZ_PSEUDO_SECONDS:-8}" 4096 corpus-pseudo || rc=1
+	run_fuzzer "$dir" pseudo "${FUZZ_PSEUDO_SECONDS:-6}" 4096 corpus-pseudo || rc=1
 	return $rc
 }
 
