@@ -315,11 +315,15 @@ frags_summary() {
 	fi
 	rm -f -- "$img"
 }
+# Two at a time: more, on a loaded machine, left some without a rehearsal
+# before their stream ended.
 bg 1 slow_frags defaults
 FR_MODE=never bg 2 slow_frags never
+bg_wait
 bg 3 frags_summary
 if [[ ${SQFS_TEST_QUICK-} != 1 ]]; then	# what they change is the bytes
 	bg 4 slow_frags "-b 4K -c gzip" -b 4K -c gzip
+	bg_wait
 	bg 5 slow_frags "--always-fragments --no-dedup" --always-fragments --no-dedup
 fi
 bg_wait
