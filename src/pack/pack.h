@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "sqw/image.h"
 
@@ -99,6 +100,7 @@ struct dir_source {
 	FILE *warn;		/* warnings, or NULL */
 	const struct pack_filter *filter;	/* entries left out, or NULL */
 	int one_fs;		/* other file systems' directories stay empty */
+	int no_proc;		/* no /proc/self/fd: xattrs read by full path */
 };
 
 /*
@@ -108,6 +110,8 @@ struct dir_source {
 struct dir_file {
 	dev_t dev;
 	ino_t ino;
+	uint64_t size;
+	struct timespec mtime;
 	char path[];	/* relative to the root */
 };
 
@@ -121,6 +125,8 @@ void fd_source_close(void *handle);
 
 int dir_source_open(struct dir_source *ds, const char *root, FILE *warn);
 void dir_source_close(struct dir_source *ds);
+/* f, still the file scanned, changed since (now its size is now): warn. */
+void dir_source_changed(struct dir_source *ds, const struct dir_file *f, uint64_t now);
 /* Scan ds->root into tree: metadata now, data later through the ops. */
 int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 	     struct pack_err *err);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,7 +60,19 @@ int dir_source_open(struct dir_source *ds, const char *root, FILE *warn)
 		ds->root = NULL;
 		return e;
 	}
+	/* A chroot without /proc: xattrs are then read by their full paths. */
+	ds->no_proc = access("/proc/self/fd", X_OK) != 0;
 	return 0;
+}
+
+void dir_source_changed(struct dir_source *ds, const struct dir_file *f, uint64_t now)
+{
+	/* A file that shrank fails its read, which names it. */
+	if (ds->warn && now >= f->size)
+		pack_warn(ds->warn, "%s/%s: changed after the scan (%llu bytes then, %llu now): "
+			  "the image holds the data read now, at the size and time the scan found\n",
+			  ds->root, f->path, (unsigned long long)f->size,
+			  (unsigned long long)now);
 }
 
 void dir_source_close(struct dir_source *ds)
@@ -80,30 +93,59 @@ static struct sqw_attr attr_of(const struct stat *st)
 	return a;
 }
 
-/* Extended attributes through /proc/self/fd paths keeps names short. */
+/*
+ * Extended attributes through /proc/self/fd paths: short names, and no
+ * directory on the way can be swapped.  Without /proc, by the full path
+ * (as mksquashfs reads them), which must then fit in PATH_MAX.
+ */
 static int read_xattrs(struct scan *s, int dirfd, const char *name,
 		       sqw_node_t *n)
 {
-	char p[64 + 256 + 2];
+	char proc[64 + 256 + 2], *p = proc;
 	ssize_t len, vlen;
+	int tries = 0;
 	char *k;
 
-	snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dirfd, name);
+	if (s->ds->no_proc) {
+		if (strlen(s->ds->root) + s->path.len + 2 > PATH_MAX)
+			return fail(s, -ENAMETOOLONG, "listing xattrs: a path longer than "
+				    "PATH_MAX and no /proc (mount it, or give --no-xattrs)");
+		if (asprintf(&p, "%s/%.*s", s->ds->root, (int)s->path.len,
+			     (const char *)s->path.data) < 0)
+			return fail(s, -ENOMEM, "allocating");
+	} else {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd, name);
+	}
+again:
 	len = llistxattr(p, NULL, 0);
-	if (len <= 0)
-		return (len < 0 && errno != ENOTSUP) ? fail(s, -errno, "listing xattrs") : 0;
-	if (array_reserve((void **)&s->xbuf, &s->xcap, (size_t)len + 65536 + 1, 1))
-		return fail(s, -ENOMEM, "allocating");
+	if (len <= 0) {
+		len = (len < 0 && errno != ENOTSUP) ? fail(s, -errno, "listing xattrs") : 0;
+		goto out;
+	}
+	if (array_reserve((void **)&s->xbuf, &s->xcap, (size_t)len + 65536 + 1, 1)) {
+		len = fail(s, -ENOMEM, "allocating");
+		goto out;
+	}
 	len = llistxattr(p, s->xbuf, (size_t)len);
-	if (len < 0)
-		return fail(s, -errno, "listing xattrs");
+	/* Another attribute set since the first call: list again. */
+	if (len < 0 && errno == ERANGE && ++tries < 10)
+		goto again;
+	if (len < 0) {
+		len = fail(s, -errno, "listing xattrs");
+		goto out;
+	}
 	for (k = s->xbuf; k < s->xbuf + len; k += strlen(k) + 1) {
 		char *val = s->xbuf + len;
 		int ret;
 
 		vlen = lgetxattr(p, k, val, 65536);
-		if (vlen < 0)
-			return fail(s, -errno, "reading xattrs");
+		/* Removed since it was listed: as if listed a moment later. */
+		if (vlen < 0 && errno == ENODATA)
+			continue;
+		if (vlen < 0) {
+			len = fail(s, -errno, "reading xattrs");
+			goto out;
+		}
 		ret = sqw_node_set_xattr(s->tree, n, k, val, (size_t)vlen);
 		if (ret == -ENOTSUP) {
 			if (s->ds->warn && !s->ds->warned_xattr++)
@@ -113,10 +155,16 @@ static int read_xattrs(struct scan *s, int dirfd, const char *name,
 					(char *)s->path.data, k);
 			continue;
 		}
-		if (ret)
-			return fail(s, ret, "storing xattrs");
+		if (ret) {
+			len = fail(s, ret, "storing xattrs");
+			goto out;
+		}
 	}
-	return 0;
+	len = 0;
+out:
+	if (p != proc)
+		free(p);
+	return (int)len;
 }
 
 static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir);
@@ -168,8 +216,9 @@ static int link_add(struct scan *s, const struct stat *st, sqw_node_t *n)
 	return 0;
 }
 
+/* type: readdir's d_type, DT_UNKNOWN when the file system gives none. */
 static int scan_entry(struct scan *s, int dirfd, const char *name,
-		      sqw_node_t *dir)
+		      unsigned char type, sqw_node_t *dir)
 {
 	size_t nlen = strlen(name), base = s->path.len;
 	struct sqw_attr a;
@@ -183,6 +232,10 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 	if (buf_append(&s->path, name, nlen + 1))
 		return fail(s, -ENOMEM, "allocating");
 	s->path.len--;	/* keep the NUL out of the length */
+	/* --exclude before the stat: an excluded entry may vanish, or be unreadable. */
+	if (type != DT_UNKNOWN &&
+	    pack_filter_match(s->ds->filter, (char *)s->path.data, type == DT_DIR))
+		goto out;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
 		ret = fail(s, -errno, "stat");
 		goto out;
@@ -238,6 +291,8 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 		}
 		f->dev = st.st_dev;
 		f->ino = st.st_ino;
+		f->size = (uint64_t)st.st_size;
+		f->mtime = st.st_mtim;
 		memcpy(f->path, s->path.data, s->path.len);
 		f->path[s->path.len] = '\0';
 		sqw_node_set_source(n, f);
@@ -273,7 +328,10 @@ static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
 	DIR *d;
 	int fd, ret = 0;
 
-	/* Read all names first so only one fd per level stays open. */
+	/*
+	 * Read all names first so only one fd per level stays open; each
+	 * with its type in the byte before it.
+	 */
 	fd = dup(dirfd);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
@@ -284,7 +342,8 @@ static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (buf_append(&names, de->d_name, strlen(de->d_name) + 1)) {
+		if (buf_append(&names, &de->d_type, 1) ||
+		    buf_append(&names, de->d_name, strlen(de->d_name) + 1)) {
 			ret = fail(s, -ENOMEM, "allocating");
 			break;
 		}
@@ -296,10 +355,11 @@ static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
 	if (!ret && names.len && s->depth >= SQW_DEPTH_MAX) {
 		ret = fail(s, -ENAMETOOLONG, "nested more than 4096 levels deep");
 		pack_err_path(s->err, "%s/%.*s/%s", s->ds->root, (int)s->path.len,
-			      (const char *)s->path.data, (const char *)names.data);
+			      (const char *)s->path.data, (const char *)names.data + 1);
 	}
-	for (off = 0; !ret && off < names.len; off += strlen((char *)names.data + off) + 1)
-		ret = scan_entry(s, dirfd, (char *)names.data + off, dir);
+	for (off = 0; !ret && off < names.len; off += strlen((char *)names.data + off + 1) + 2)
+		ret = scan_entry(s, dirfd, (char *)names.data + off + 1,
+				 ((unsigned char *)names.data)[off], dir);
 	buf_free(&names);
 	return ret;
 }

@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pack/pack.h"
@@ -74,22 +76,60 @@ out:
 }
 
 /*
+ * path below rootfd through no symbolic link, in one call where the kernel
+ * has openat2 (5.6): a directory on the way swapped for a link must not
+ * make root open something elsewhere (a FIFO's writer or a device sees an
+ * open, even one refused after it).  ELOOP: a link on the way.
+ */
+static int open_beneath(int rootfd, const char *path, void **handle)
+{
+	static int no_openat2;
+	struct open_how how = {
+		.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	struct fd_handle *h;
+	long fd;
+
+	if (__atomic_load_n(&no_openat2, __ATOMIC_RELAXED) || strlen(path) >= PATH_MAX)
+		return open_long(rootfd, path, handle);
+	fd = syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+	if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+		/* No openat2 (or a seccomp filter refusing it): a step at a time. */
+		__atomic_store_n(&no_openat2, 1, __ATOMIC_RELAXED);
+		return open_long(rootfd, path, handle);
+	}
+	if (fd < 0)
+		return -errno;
+	h = malloc(sizeof(*h));
+	if (!h) {
+		close((int)fd);
+		return -ENOMEM;
+	}
+	h->fd = (int)fd;
+	h->advised = 0;
+	*handle = h;
+	return 0;
+}
+
+/*
  * The scanned file, or -ESTALE when its path now leads elsewhere: a file
  * renamed over it, a FIFO or device in its place, or a directory on the
- * way swapped for a symbolic link (which could lead out of the tree).
+ * way swapped for a symbolic link (which could lead out of the tree).  A
+ * file that is still the one scanned but changed since is read as it is
+ * now, at the size the scan found, with a warning.
  */
 static int fd_open(void *ctx, void *src, void **handle)
 {
-	int rootfd = ((struct dir_source *)ctx)->rootfd;
+	struct dir_source *ds = ctx;
 	const struct dir_file *f = src;
 	struct fd_handle *h;
 	struct stat st;
 	int ret;
 
-	if (strlen(f->path) >= PATH_MAX)
-		ret = open_long(rootfd, f->path, handle);
-	else
-		ret = fd_source_openat(rootfd, f->path, handle);
+	ret = open_beneath(ds->rootfd, f->path, handle);
+	if (ret == -ELOOP || ret == -EXDEV || ret == -ENOTDIR)
+		return -ESTALE;	/* a link where a directory or the file was */
 	if (ret)
 		return ret;
 	h = *handle;
@@ -97,6 +137,9 @@ static int fd_open(void *ctx, void *src, void **handle)
 		ret = -errno;
 	} else if (!S_ISREG(st.st_mode) || st.st_dev != f->dev || st.st_ino != f->ino) {
 		ret = -ESTALE;
+	} else if ((uint64_t)st.st_size != f->size || st.st_mtim.tv_sec != f->mtime.tv_sec ||
+		   st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
+		dir_source_changed(ds, f, (uint64_t)st.st_size);
 	}
 	if (ret) {
 		fd_source_close(h);

@@ -14,7 +14,7 @@ set -euo pipefail
 
 start_test "${1-}"
 need_root
-need_cmd setpriv sha256sum tar rdsquashfs setfacl
+need_cmd setpriv sha256sum tar rdsquashfs setfacl strace setfattr unshare
 [[ -x $PYTHON3 ]] || need_cmd python3
 
 scratch_fs "$WORK/fs" 2G
@@ -127,9 +127,9 @@ rmdir "$S/out/a_directory"
 # sqfs-pack is stopped while its data pass reads the first file (two blocks
 # in flight at most, so b is not open yet), the tree changed, and it is let go.
 mkdir -p "$S/swap"
-swap_case() {	# swap_case LABEL EXPECTED_PATH CHANGE...
-	local label=$1 want=$2 pid i
-	shift 2
+paused_pack() {	# paused_pack LABEL CHANGE...: sets RC and ERR
+	local label=$1 pid i
+	shift
 	rm -rf "$S/swap/t" "$S/swap/outside" "$S/swap/err" "$S/out/sw.sqfs"
 	mkdir -p "$S/swap/t/d" "$S/swap/outside"
 	head -c 6000000 /dev/urandom | base64 -w 76 >"$S/swap/t/a"	# first in the data pass
@@ -150,6 +150,11 @@ swap_case() {	# swap_case LABEL EXPECTED_PATH CHANGE...
 	timeout 60 tail --pid="$pid" -f /dev/null || { fail "[$label] sqfs-pack did not finish"; kill -9 "$pid"; }
 	wait "$pid" || RC=$?
 	ERR=$(cat "$S/swap/err")
+}
+swap_case() {	# swap_case LABEL EXPECTED_PATH CHANGE...
+	local label=$1 want=$2
+	shift 2
+	paused_pack "$label" "$@"
 	expect_rc 1 "$label" && expect_msg "$want: opening: the file was replaced after the scan" "$label" &&
 		log "ok: [$label] $ERR"
 	[[ ! -e $S/out/sw.sqfs ]] || fail "[$label] an image was left"
@@ -160,6 +165,86 @@ swap_case "FIFO in its place" "swap/t/b" \
 	sh -c "rm '$S/swap/t/b' && mkfifo '$S/swap/t/b'"
 swap_case "directory swapped for a symlink" "swap/t/d/secret" \
 	sh -c "mv '$S/swap/t/d' '$S/swap/t/d.old' && ln -s '$S/swap/outside' '$S/swap/t/d'"
+swap_case "file swapped for a symlink" "swap/t/b" \
+	sh -c "rm '$S/swap/t/b' && ln -s a '$S/swap/t/b'"
+# Nothing outside the tree is even opened: a writer blocked on a FIFO there
+# would see the open of a reader (a device could see worse).
+swap_case "directory swapped for a symlink to a FIFO's directory" "swap/t/d/secret" \
+	sh -c "rm '$S/swap/outside/secret' && mkfifo '$S/swap/outside/secret' &&
+		{ sh -c 'exec 3>\"\$1\"; touch \"\$2\"' sh '$S/swap/outside/secret' '$S/swap/opened' & } &&
+		mv '$S/swap/t/d' '$S/swap/t/d.old' && ln -s '$S/swap/outside' '$S/swap/t/d'"
+sleep 0.2
+if [[ -e $S/swap/opened ]]; then
+	fail "[FIFO outside the tree] sqfs-pack opened it (its writer went on)"
+else
+	log "ok: [FIFO outside the tree] not opened"
+fi
+exec 9<>"$S/swap/outside/secret"	# let the writer go
+exec 9<&-
+# A file still the one scanned but changed since: the data read now, at the
+# scanned size and time, with a warning naming it (tar: "file changed as we
+# read it").  b changed in place, the same size; d/secret grew.
+paused_pack "changed after the scan" \
+	sh -c "seq 2 20001 | head -c \$(stat -c %s '$S/swap/t/b') >'$S/swap/t/b.tmp' && cat '$S/swap/t/b.tmp' >'$S/swap/t/b' &&
+		echo more >>'$S/swap/t/d/secret'"
+if expect_rc 0 "changed after the scan" &&
+	expect_msg "swap/t/b: changed after the scan \(108894 bytes then, 108894 now\)" "changed after the scan" &&
+	expect_msg "swap/t/d/secret: changed after the scan \(7 bytes then, 12 now\)" "changed after the scan" &&
+	[[ $(unsquashfs -cat "$S/out/sw.sqfs" b | md5sum) == "$(md5sum <"$S/swap/t/b.tmp")" &&
+		$(unsquashfs -cat "$S/out/sw.sqfs" d/secret) == public ]]; then
+	log "ok: [changed after the scan] $ERR"
+else
+	fail "[changed after the scan] the image holds: b $(unsquashfs -cat "$S/out/sw.sqfs" b | head -c 20 | od -c | head -n1), d/secret '$(unsquashfs -cat "$S/out/sw.sqfs" d/secret)'"
+fi
+rm -f -- "$S/out/sw.sqfs"
+
+# Extended attributes that change while they are read (faults injected
+# by strace): one removed between the listing and its read is left out
+# (whichever the file system lists first),
+# a list that grew between its size and its read is taken again.
+mkdir -p "$S/xr"
+echo a >"$S/xr/f"
+setfattr -n user.a -v 1 "$S/xr/f"
+setfattr -n user.b -v 2 "$S/xr/f"
+xattr_race() {	# xattr_race LABEL WANT_REGEX STRACE_ARGS...
+	local label=$1 want=$2 got
+	shift 2
+	RC=0
+	# LeakSanitizer's ptrace and strace's exclude each other.
+	ERR=$(ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -f -qq -o /dev/null "$@" \
+		"$SQFS_PACK" -q --mkfs-time 1 "$S/xr" "$S/out/xr.sqfs" 2>&1) || RC=$?
+	got=$(rdsquashfs -x /f "$S/out/xr.sqfs" 2>/dev/null | tr '\n' ' ' || true)
+	expect_rc 0 "$label" && if [[ $got =~ ^($want)$ ]]; then
+		log "ok: [$label] exit 0, xattrs: $got"
+	else
+		fail "[$label] xattrs of f in the image: '$got', expected '$want'"
+	fi
+	rm -f -- "$S/out/xr.sqfs"
+}
+xattr_race "xattr removed after the listing" "user.a=1 |user.b=2 " \
+	-e trace=lgetxattr -e inject=lgetxattr:error=ENODATA:when=1
+xattr_race "xattr list grown after its size" "user.a=1 user.b=2 " \
+	-e trace=llistxattr -e inject=llistxattr:error=ERANGE:when=3
+rm -rf -- "$S/xr"
+
+# A chroot without /proc (xattrs are read through /proc/self/fd): by their
+# full paths, the same image.  A sanitizer's runtime needs /proc itself.
+if ldd "$SQFS_PACK" 2>/dev/null | grep -q 'lib[at]san'; then
+	log "note: [no /proc] a sanitizer build cannot run without /proc: left to the normal mode"
+elif unshare -m true 2>/dev/null; then
+	"$SQFS_PACK" -q --mkfs-time 1 "$S/src" "$S/out/proc.sqfs" 2>/dev/null || fail "[no /proc] reference pack"
+	RC=0
+	ERR=$(unshare -m sh -c 'umount -l /proc && exec "$@"' sh "$SQFS_PACK" -q --mkfs-time 1 \
+		"$S/src" "$S/out/noproc.sqfs" 2>&1) || RC=$?
+	expect_rc 0 "no /proc" && if cmp -s "$S/out/proc.sqfs" "$S/out/noproc.sqfs"; then
+		log "ok: [no /proc] the same image"
+	else
+		fail "[no /proc] the image differs from the one made with /proc"
+	fi
+	rm -f -- "$S/out/proc.sqfs" "$S/out/noproc.sqfs"
+else
+	skip_or_fail "unshare -m: cannot make a mount namespace"
+fi
 rm -rf "$S/swap"
 
 # As an unprivileged user (root reads everything): an unreadable file, a
@@ -186,6 +271,17 @@ run "${NOBODY[@]}" "$SQFS_PACK" -q "$S/ro2" "$S/nobody_out/i.sqfs"
 expect_rc 1 "locked directory" && expect_msg "locked_dir.*Permission denied" "locked directory" &&
 	log "ok: [locked directory] $ERR"
 nothing_left "$S/nobody_out" "locked directory"
+
+# --exclude is applied before the stat: an excluded entry that cannot be
+# stat'ed (in a directory that can be listed but not entered) is no error.
+mkdir -p "$S/ro3/nox"
+echo x >"$S/ro3/nox/f"
+echo y >"$S/ro3/ok"
+chmod 0644 "$S/ro3/nox"
+run "${NOBODY[@]}" "$SQFS_PACK" -q -e 'nox/f' "$S/ro3" "$S/nobody_out/i.sqfs"
+expect_rc 0 "excluded entry that cannot be stat'ed" && log "ok: [excluded entry that cannot be stat'ed] exit 0"
+rm -f -- "$S/nobody_out/i.sqfs"
+chmod 0755 "$S/ro3/nox"
 
 # the old image survives a failed run
 printf 'previous image\n' >"$S/nobody_out/i.sqfs"
