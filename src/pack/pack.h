@@ -112,6 +112,7 @@ struct dir_file {
 	ino_t ino;
 	uint64_t size;
 	struct timespec mtime;
+	int warned;	/* changed since the scan: said once (opened up to 4 times) */
 	char path[];	/* relative to the root */
 };
 
@@ -126,7 +127,7 @@ void fd_source_close(void *handle);
 int dir_source_open(struct dir_source *ds, const char *root, FILE *warn);
 void dir_source_close(struct dir_source *ds);
 /* f, still the file scanned, changed since (now its size is now): warn. */
-void dir_source_changed(struct dir_source *ds, const struct dir_file *f, uint64_t now);
+void dir_source_changed(struct dir_source *ds, struct dir_file *f, uint64_t now);
 /* Scan ds->root into tree: metadata now, data later through the ops. */
 int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 	     struct pack_err *err);

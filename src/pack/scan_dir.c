@@ -65,10 +65,10 @@ int dir_source_open(struct dir_source *ds, const char *root, FILE *warn)
 	return 0;
 }
 
-void dir_source_changed(struct dir_source *ds, const struct dir_file *f, uint64_t now)
+void dir_source_changed(struct dir_source *ds, struct dir_file *f, uint64_t now)
 {
 	/* A file that shrank fails its read, which names it. */
-	if (ds->warn && now >= f->size)
+	if (ds->warn && now >= f->size && !__atomic_exchange_n(&f->warned, 1, __ATOMIC_RELAXED))
 		pack_warn(ds->warn, "%s/%s: changed after the scan (%llu bytes then, %llu now): "
 			  "the image holds the data read now, at the size and time the scan found\n",
 			  ds->root, f->path, (unsigned long long)f->size,
@@ -293,6 +293,7 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 		f->ino = st.st_ino;
 		f->size = (uint64_t)st.st_size;
 		f->mtime = st.st_mtim;
+		f->warned = 0;
 		memcpy(f->path, s->path.data, s->path.len);
 		f->path[s->path.len] = '\0';
 		sqw_node_set_source(n, f);

@@ -122,7 +122,7 @@ static int open_beneath(int rootfd, const char *path, void **handle)
 static int fd_open(void *ctx, void *src, void **handle)
 {
 	struct dir_source *ds = ctx;
-	const struct dir_file *f = src;
+	struct dir_file *f = src;
 	struct fd_handle *h;
 	struct stat st;
 	int ret;
