@@ -134,6 +134,8 @@ paused_pack() {	# paused_pack LABEL CHANGE...: sets RC and ERR
 	mkdir -p "$S/swap/t/d" "$S/swap/outside"
 	head -c 6000000 /dev/urandom | base64 -w 76 >"$S/swap/t/a"	# first in the data pass
 	seq 1 20000 >"$S/swap/t/b"
+	head -c 300000 /dev/urandom >"$S/swap/t/c"	# and c2: the same size, so c is
+	head -c 300000 /dev/urandom >"$S/swap/t/c2"	# opened to hash it, then to pack it
 	echo public >"$S/swap/t/d/secret"
 	echo SECRET >"$S/swap/outside/secret"
 	"$SQFS_PACK" -q --queue 2 -c xz:9 -j 1 "$S/swap/t" "$S/out/sw.sqfs" 2>"$S/swap/err" >/dev/null &
@@ -183,11 +185,12 @@ exec 9<>"$S/swap/outside/secret"	# let the writer go
 exec 9<&-
 # A file still the one scanned but changed since: the data read now, at the
 # scanned size and time, with a warning naming it (tar: "file changed as we
-# read it").  b changed in place, the same size; d/secret grew.
+# read it").  b changed in place, the same size; c and d/secret grew.
 paused_pack "changed after the scan" \
 	sh -c "seq 2 20001 | head -c \$(stat -c %s '$S/swap/t/b') >'$S/swap/t/b.tmp' && cat '$S/swap/t/b.tmp' >'$S/swap/t/b' &&
-		echo more >>'$S/swap/t/d/secret'"
+		echo more >>'$S/swap/t/d/secret' && echo more >>'$S/swap/t/c'"
 if expect_rc 0 "changed after the scan" &&
+	[[ $(grep -c 'swap/t/c: changed after the scan (300000 bytes then, 300005 now)' <<<"$ERR") == 1 ]] &&
 	expect_msg "swap/t/b: changed after the scan \(108894 bytes then, 108894 now\)" "changed after the scan" &&
 	expect_msg "swap/t/d/secret: changed after the scan \(7 bytes then, 12 now\)" "changed after the scan" &&
 	[[ $(unsquashfs -cat "$S/out/sw.sqfs" b | md5sum) == "$(md5sum <"$S/swap/t/b.tmp")" &&
