@@ -18,23 +18,30 @@ struct fd_handle {
 	int advised;
 };
 
-int fd_source_openat(int dirfd, const char *name, void **handle)
+/* O_NONBLOCK: a FIFO swapped in for a file must not wait for a writer. */
+#define OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+
+/* A handle of fd (an open's result: -1 with errno); 0 or -errno. */
+static int handle_of(int fd, void **handle)
 {
-	struct fd_handle *h = malloc(sizeof(*h));
+	struct fd_handle *h;
 
-	if (!h)
+	if (fd < 0)
+		return -errno;
+	h = malloc(sizeof(*h));
+	if (!h) {
+		close(fd);
 		return -ENOMEM;
-	/* O_NONBLOCK: a FIFO swapped in for a file must not wait for a writer */
-	h->fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (h->fd < 0) {
-		int e = errno;
-
-		free(h);
-		return -e;
 	}
+	h->fd = fd;
 	h->advised = 0;
 	*handle = h;
 	return 0;
+}
+
+int fd_source_openat(int dirfd, const char *name, void **handle)
+{
+	return handle_of(openat(dirfd, name, OPEN_FLAGS), handle);
 }
 
 /*
@@ -85,10 +92,9 @@ static int open_beneath(int rootfd, const char *path, void **handle)
 {
 	static int no_openat2;
 	struct open_how how = {
-		.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+		.flags = OPEN_FLAGS,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
-	struct fd_handle *h;
 	long fd;
 
 	if (__atomic_load_n(&no_openat2, __ATOMIC_RELAXED) || strlen(path) >= PATH_MAX)
@@ -99,17 +105,7 @@ static int open_beneath(int rootfd, const char *path, void **handle)
 		__atomic_store_n(&no_openat2, 1, __ATOMIC_RELAXED);
 		return open_long(rootfd, path, handle);
 	}
-	if (fd < 0)
-		return -errno;
-	h = malloc(sizeof(*h));
-	if (!h) {
-		close((int)fd);
-		return -ENOMEM;
-	}
-	h->fd = (int)fd;
-	h->advised = 0;
-	*handle = h;
-	return 0;
+	return handle_of((int)fd, handle);
 }
 
 /*

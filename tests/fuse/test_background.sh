@@ -96,26 +96,33 @@ cpu_idle_sample() {
 	idle_prev=("$idle" "$total")
 }
 
-# Wait until a rehearsal is current, for up to SECS seconds in which the
-# CPUs were at least 30% idle (the default rehearses from 15%): load from
-# outside the test (another suite, a busy CI host) extends the wait, up to
-# three times SECS, instead of failing it.  $idle_note says what was seen.
-wait_rehearsed() {
-	local start=$SECONDS last=$SECONDS idle_s=0
+# wait_idle_until SECS MAX PCT TEST: until TEST (a function of $st, the
+# status) holds, for up to SECS seconds in which the CPUs were at least PCT%
+# idle: load from outside the test (another suite, a busy CI host) extends
+# the wait, up to MAX seconds, instead of failing it.  $idle_note says what
+# was seen.
+wait_idle_until() {
+	local secs=$1 max=$2 pct=$3 test=$4 start=$SECONDS last=$SECONDS idle_s=0
 	cpu_idle_sample
-	while ((idle_s < $1 && SECONDS - start < 3 * $1)); do
+	while ((idle_s < secs && SECONDS - start < max)); do
 		st=$(status "$M")
-		[[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]] && break
+		"$test" && break
 		sleep 0.1
 		if ((SECONDS > last)); then
 			cpu_idle_sample
-			((idle_pct >= 30)) && idle_s=$((idle_s + SECONDS - last))
+			((idle_pct >= pct)) && idle_s=$((idle_s + SECONDS - last))
 			last=$SECONDS
 		fi
 	done
-	idle_note="after $((SECONDS - start)) s, $idle_s s of them with the CPUs at least 30% idle"
+	idle_note="after $((SECONDS - start)) s, $idle_s s of them with the CPUs at least $pct% idle"
 	return 0
 }
+
+# Wait until a rehearsal is current, for up to SECS seconds in which the
+# CPUs were at least 30% idle (the default rehearses from 15%), up to three
+# times SECS in all.
+rehearsal_current() { [[ $(field "$st" rehearsal_current) == True && $(field "$st" busy) == 0 ]]; }
+wait_rehearsed() { wait_idle_until "$1" $((3 * $1)) 30 rehearsal_current; }
 
 pack_ref() { # DIR -> sha256 of sqfs-pack's image
 	"$PACK" -q --mkfs-time $MT -c $COMP -b $BS "$1" "$WORK/ref.sqfs"
@@ -518,24 +525,14 @@ while True:
 	find "$M" -exec touch -h -d @1650000000 {} +
 	# 30 s in which the machine was at least 25% idle: a test beside this
 	# one may take what the spinners leave for a while (up to 120 s).
-	start=$SECONDS last=$SECONDS idle_s=0
-	cpu_idle_sample
-	while ((idle_s < 30 && SECONDS - start < 120)); do
-		st=$(status "$M")
-		[[ $(field "$st" rehearsals) -gt 0 ]] && break
-		sleep 0.1
-		if ((SECONDS > last)); then
-			cpu_idle_sample
-			((idle_pct >= 25)) && idle_s=$((idle_s + SECONDS - last))
-			last=$SECONDS
-		fi
-	done
+	rehearsed() { [[ $(field "$st" rehearsals) -gt 0 ]]; }
+	wait_idle_until 30 120 25 rehearsed
 	kill "${BURN[@]}"
 	wait "${BURN[@]}" 2>/dev/null || true
 	if [[ $(field "$st" rehearsals) -gt 0 ]]; then
 		ok "default: rehearsed while the CPUs were 60% busy ($(field "$st" rehearsals_deferred) looks put off)"
 	else
-		fail "default: no rehearsal while the CPUs were 60% busy, after $((SECONDS - start)) s, $idle_s s of them with the CPUs at least 25% idle: $st"
+		fail "default: no rehearsal while the CPUs were 60% busy, $idle_note: $st"
 	fi
 	out=$("$SEAL" --json "$M")
 	wait_daemon 0
