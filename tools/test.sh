@@ -174,9 +174,13 @@ mode_normal() {
 # SQFS_TEST_QUICK=1 leaves to the normal mode what only judges the output
 # (every external reader of an image, a debootstrap next to the cp -a and
 # tar x of the same tree): CI stays within its time budget.
+# The suite "policy" (the daemon's CPU policy, spinners beside it) is one
+# of those.
 export_short_load() {
 	export FSX_OPS=${FSX_OPS:-20000} LOAD_SECONDS=${LOAD_SECONDS:-10}
 	export STRESS_SECONDS=${STRESS_SECONDS:-1} SQFS_TEST_QUICK=${SQFS_TEST_QUICK:-1}
+	quick_args=()
+	[[ $SQFS_TEST_QUICK != 1 ]] || quick_args=(--no-suite policy)
 }
 
 mode_asan() {
@@ -189,7 +193,7 @@ mode_asan() {
 	# leaks are reports too.
 	ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:exitcode=23:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:log_path=$SANLOGS/asan" \
 	UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=24:log_path=$SANLOGS/ubsan" \
-		run_meson "$dir" ) || rc=$?
+		run_meson "$dir" "${quick_args[@]}" ) || rc=$?
 	check_sanlogs asan || rc=1
 	return $rc
 }
@@ -207,7 +211,7 @@ mode_tsan() {
 	# halt_on_error: the first race ends the process with exitcode 66, so a
 	# test sees it; log_path: and the report is found even if it does not.
 	TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:history_size=4:suppressions=$ROOT/tests/tsan.supp:log_path=$SANLOGS/tsan" \
-		run_meson "$dir" --no-suite sequential ) || rc=$?
+		run_meson "$dir" --no-suite sequential "${quick_args[@]}" ) || rc=$?
 	check_sanlogs tsan || rc=1
 	return $rc
 }

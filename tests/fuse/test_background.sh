@@ -27,6 +27,7 @@ set -euo pipefail
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 start_test "$@"
+PART=${SQFS_TEST_PART:-main}
 need_loop
 need_cmd getfattr sha256sum diff
 MT=1700000000
@@ -74,10 +75,6 @@ for i in range(24):
         f.write(buf[:size])
 EOF
 }
-
-SRC=$WORK/src
-mkdata "$SRC"
-find "$SRC" -exec touch -h -d @1650000000 {} +
 
 # wait_rehearsed SECONDS: until a rehearsal saw the tree in $M as it is and
 # the thread is idle, or the time is up; leaves the last status in st.
@@ -134,6 +131,106 @@ same_as() { # LABEL IMAGE SHA
 	sum=$(sha256sum <"$2" | cut -d' ' -f1)
 	if [[ $sum == "$3" ]]; then ok "$1: sha256 equal to sqfs-pack"; else fail "$1: sha256 $sum, sqfs-pack $3"; fi
 }
+
+# mksmall: $SMALL, 400 small text files in 16 directories.
+SMALL=$WORK/small
+mksmall() {
+	python3 - "$SMALL" <<-'EOF'
+	import os, random, sys
+	root = sys.argv[1]
+	r = random.Random(11)
+	words = [b"lorem", b"ipsum", b"dolor", b"sit", b"amet", b"consectetur"]
+	for d in range(8):
+	    for sub in ("", "sub"):
+	        path = os.path.join(root, "dir%d" % d, sub)
+	        os.makedirs(path, exist_ok=True)
+	        for i in range(25):
+	            n = r.randrange(100, 9000)
+	            text = b" ".join(r.choice(words) for _ in range(n // 5))[:n]
+	            with open(os.path.join(path, "t%02d.txt" % i), "wb") as f:
+	                f.write(text + r.randbytes(r.randrange(0, 300)))
+	EOF
+	find "$SMALL" -exec touch -h -d @1650000000 {} +
+}
+
+# SQFS_TEST_PART=policy (meson's test_background_policy): only when
+# rehearsals run by default, against the machine's idle time.  It runs alone
+# (a test beside it would take the idle time it judges) and in the normal
+# mode only: spinning processes beside an instrumented daemon only make it
+# slow, and the rehearsals' code runs in the main part with -o prepack.
+if [[ $PART == policy ]]; then
+	mksmall
+	REF=$(pack_ref "$SMALL")
+	M=$WORK/mp
+	# By default a rehearsal waits for the CPU to be at least half idle: none
+	# while every CPU spins, one once they stop.
+	BURN=()
+	for ((i = 0; i < $(nproc); i++)); do
+		(while :; do :; done) &
+		BURN+=($!)
+		DAEMONS+=($!)	# the cleanup stops them if the test dies
+	done
+	stage_mount "$WORK/g.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+	cp -a "$SMALL/." "$M/"
+	find "$M" -exec touch -h -d @1650000000 {} +
+	sleep 4	# four rehearsal intervals
+	st=$(status "$M")
+	kill "${BURN[@]}"
+	wait "${BURN[@]}" 2>/dev/null || true	# 143: they were killed
+	if [[ $(field "$st" rehearsals) == 0 && $(field "$st" rehearsals_deferred) -gt 0 ]]; then
+		ok "default: rehearsals put off while the CPUs are busy ($(field "$st" rehearsals_deferred) times)"
+	else
+		fail "default: rehearsed with busy CPUs or never looked: $st"
+	fi
+	wait_rehearsed 60
+	if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
+		ok "default: a rehearsal once the CPUs are idle"
+	else
+		fail "default: no rehearsal of idle CPUs $idle_note: $st"
+	fi
+	out=$("$SEAL" --json "$M")
+	wait_daemon 0
+	same_as "default rehearsals" "$WORK/g.sqfs" "$REF"
+
+	# A producer that keeps the CPUs about 60% busy still gets rehearsals
+	# (xz -dc | tar x and cp -a into the mount leave 20-25% idle): the default
+	# waits for 15% idle, not for half.
+	BURN=()
+	for ((i = 0; i < $(nproc); i++)); do
+		python3 -c '
+import time
+while True:
+    t = time.monotonic()
+    while time.monotonic() - t < 0.006:
+        pass
+    time.sleep(0.004)
+' &
+		BURN+=($!)
+		DAEMONS+=($!)
+	done
+	stage_mount "$WORK/h.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
+	cp -a "$SMALL/." "$M/"
+	find "$M" -exec touch -h -d @1650000000 {} +
+	# 30 s in which the machine was at least 25% idle: a busy CI host may
+	# take what the spinners leave for a while (up to 120 s).
+	rehearsed() { [[ $(field "$st" rehearsals) -gt 0 ]]; }
+	wait_idle_until 30 120 25 rehearsed
+	kill "${BURN[@]}"
+	wait "${BURN[@]}" 2>/dev/null || true
+	if [[ $(field "$st" rehearsals) -gt 0 ]]; then
+		ok "default: rehearsed while the CPUs were 60% busy ($(field "$st" rehearsals_deferred) looks put off)"
+	else
+		fail "default: no rehearsal while the CPUs were 60% busy, $idle_note: $st"
+	fi
+	out=$("$SEAL" --json "$M")
+	wait_daemon 0
+	same_as "rehearsed beside a busy producer" "$WORK/h.sqfs" "$REF"
+	finish
+fi
+
+SRC=$WORK/src
+mkdata "$SRC"
+find "$SRC" -exec touch -h -d @1650000000 {} +
 
 # --- 1: closed files are compressed ahead of the seal --------------------
 M=$WORK/m1
@@ -366,23 +463,7 @@ wait_daemon 0
 
 # --- 5: fragment blocks compressed before the seal --------------------------
 M=$WORK/m5
-SMALL=$WORK/small
-python3 - "$SMALL" <<'EOF'
-import os, random, sys
-root = sys.argv[1]
-r = random.Random(11)
-words = [b"lorem", b"ipsum", b"dolor", b"sit", b"amet", b"consectetur"]
-for d in range(8):
-    for sub in ("", "sub"):
-        path = os.path.join(root, "dir%d" % d, sub)
-        os.makedirs(path, exist_ok=True)
-        for i in range(25):
-            n = r.randrange(100, 9000)
-            text = b" ".join(r.choice(words) for _ in range(n // 5))[:n]
-            with open(os.path.join(path, "t%02d.txt" % i), "wb") as f:
-                f.write(text + r.randbytes(r.randrange(0, 300)))
-EOF
-find "$SMALL" -exec touch -h -d @1650000000 {} +
+mksmall
 # -o prepack: rehearsals whatever the CPU is doing.
 stage_mount "$WORK/e.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT,prepack
 cp -a "$SMALL/." "$M/"
@@ -466,77 +547,6 @@ if loop_mount "$WORK/gone.sqfs" "$WORK/k6"; then
 	[[ $(cat "$WORK/k6/dir4/victim") == "its spool file goes" ]] &&
 		ok "the file's data in the image once back" || fail "dir4/victim in the image: $(od -c "$WORK/k6/dir4/victim" | head -n 2)"
 	loop_umount "$WORK/k6"
-fi
-
-# When rehearsals run by default, against the machine's idle time: a
-# policy, judged in the normal mode (SQFS_TEST_QUICK=1, the sanitizer modes:
-# spinning processes beside an instrumented daemon only make it slow, and
-# the rehearsals' code runs above and below with -o prepack).
-if [[ ${SQFS_TEST_QUICK-} != 1 ]]; then
-	# By default a rehearsal waits for the CPU to be at least half idle: none
-	# while every CPU spins, one once they stop.
-	BURN=()
-	for ((i = 0; i < $(nproc); i++)); do
-		(while :; do :; done) &
-		BURN+=($!)
-		DAEMONS+=($!)	# the cleanup stops them if the test dies
-	done
-	stage_mount "$WORK/g.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
-	cp -a "$SMALL/." "$M/"
-	find "$M" -exec touch -h -d @1650000000 {} +
-	sleep 4	# four rehearsal intervals
-	st=$(status "$M")
-	kill "${BURN[@]}"
-	wait "${BURN[@]}" 2>/dev/null || true	# 143: they were killed
-	if [[ $(field "$st" rehearsals) == 0 && $(field "$st" rehearsals_deferred) -gt 0 ]]; then
-		ok "default: rehearsals put off while the CPUs are busy ($(field "$st" rehearsals_deferred) times)"
-	else
-		fail "default: rehearsed with busy CPUs or never looked: $st"
-	fi
-	wait_rehearsed 60
-	if [[ $(field "$st" rehearsal_current) == True && $(field "$st" prepacked_fragments) -gt 0 ]]; then
-		ok "default: a rehearsal once the CPUs are idle"
-	else
-		fail "default: no rehearsal of idle CPUs $idle_note: $st"
-	fi
-	out=$("$SEAL" --json "$M")
-	wait_daemon 0
-	same_as "default rehearsals" "$WORK/g.sqfs" "$REF"
-
-	# A producer that keeps the CPUs about 60% busy still gets rehearsals
-	# (xz -dc | tar x and cp -a into the mount leave 20-25% idle): the default
-	# waits for 15% idle, not for half.  The margin leaves room for the test
-	# that runs beside this one.
-	BURN=()
-	for ((i = 0; i < $(nproc); i++)); do
-		python3 -c '
-import time
-while True:
-    t = time.monotonic()
-    while time.monotonic() - t < 0.006:
-        pass
-    time.sleep(0.004)
-' &
-		BURN+=($!)
-		DAEMONS+=($!)
-	done
-	stage_mount "$WORK/h.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
-	cp -a "$SMALL/." "$M/"
-	find "$M" -exec touch -h -d @1650000000 {} +
-	# 30 s in which the machine was at least 25% idle: a test beside this
-	# one may take what the spinners leave for a while (up to 120 s).
-	rehearsed() { [[ $(field "$st" rehearsals) -gt 0 ]]; }
-	wait_idle_until 30 120 25 rehearsed
-	kill "${BURN[@]}"
-	wait "${BURN[@]}" 2>/dev/null || true
-	if [[ $(field "$st" rehearsals) -gt 0 ]]; then
-		ok "default: rehearsed while the CPUs were 60% busy ($(field "$st" rehearsals_deferred) looks put off)"
-	else
-		fail "default: no rehearsal while the CPUs were 60% busy, $idle_note: $st"
-	fi
-	out=$("$SEAL" --json "$M")
-	wait_daemon 0
-	same_as "rehearsed beside a busy producer" "$WORK/h.sqfs" "$REF"
 fi
 
 # -o prepack_max=N: no rehearsal while more than N inodes are staged (each
