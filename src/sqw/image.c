@@ -268,7 +268,12 @@ static int tables_write(struct writer *w, struct sqw_super *sb)
 	sb->inode_table_start = w->out.pos;
 	w->pass++;
 	w->dir_next = 0;
-	ret = write_dir(w, w->root.node, 0, 0, &pos, &root_ino, &root_ref);
+	/*
+	 * The root's parent: one past the last inode, as mksquashfs has it.  The
+	 * kernel gives it as the d_ino of "..", and glibc's readdir skips an
+	 * entry whose d_ino is 0: with 0, `ls -a /` would show no "..".
+	 */
+	ret = write_dir(w, w->root.node, 0, w->ninodes + 1, &pos, &root_ino, &root_ref);
 	if (ret)
 		return ret;
 	ret = meta_writer_flush(w->inodes);

@@ -266,6 +266,10 @@ loop_mount() {
 	mkdir -p "$2"
 	mount -t squashfs -o loop,ro "$1" "$2" || { fail "kernel mount of $1"; return 1; }
 	LOOPS+=("$2")
+	# readdir of the root gives "." and "..": the kernel gives the root's
+	# parent_inode as the d_ino of "..", and glibc skips a d_ino of 0.
+	[[ $(LC_ALL=C ls -a -- "$2" | awk 'NR <= 2' | tr '\n' ' ') == ". .. " ]] ||
+		fail "$1: readdir of the root shows no '.' and '..' (the root's parent inode 0?)"
 }
 
 loop_umount() {

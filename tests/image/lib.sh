@@ -124,6 +124,14 @@ mount_image() {
 		return 1
 	fi
 	MOUNTS+=("$2")
+	root_dots "$2" || fail "$1: readdir of the root shows no '.' and '..' (the root's parent inode 0?)"
+}
+
+# root_dots DIR: readdir of DIR gives "." and "..".  The kernel gives the
+# root's parent_inode as the d_ino of "..", and glibc's readdir skips an entry
+# whose d_ino is 0.  (Not for squashfuse: it lists neither.)
+root_dots() {
+	[[ $(LC_ALL=C ls -a -- "$1" | first 2 | tr '\n' ' ') == ". .. " ]]
 }
 
 # fuse_image IMG DIR: squashfuse mount.
