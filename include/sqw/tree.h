@@ -105,6 +105,7 @@ void *sqw_node_get_source(const sqw_node_t *node);
 
 /*
  * Write a path of node (the first name found) into buf; used for messages.
+ * One too long for size is "..." and its end.
  */
 void sqw_node_path(const sqw_node_t *node, char *buf, size_t size);
 

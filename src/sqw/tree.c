@@ -644,20 +644,35 @@ const struct sqw_walk_ops tree_walk_ops = {
 
 void sqw_node_path(const sqw_node_t *n, char *buf, size_t size)
 {
-	const char *parts[512];
-	size_t np = 0, pos = 0, i;
+	const sqw_node_t *p;
+	size_t len = 0, skip = 0, lead = 0, pos, l;
 
-	while (n && n->first && np < 512) {
-		parts[np++] = n->first->name;
-		n = n->first->dir;
-	}
 	if (size == 0)
 		return;
-	buf[0] = '\0';
-	if (np == 0)
+	for (p = n; p && p->first; p = p->first->dir)
+		len += 1 + strlen(p->first->name);
+	if (len == 0) {
 		snprintf(buf, size, "/");
-	for (i = np; i-- > 0 && pos < size;)
-		pos += (size_t)snprintf(buf + pos, size - pos, "/%s", parts[i]);
+		return;
+	}
+	/* Too long: "..." and the end of it, as in sqw_error's path. */
+	if (len >= size) {
+		lead = size > 4 ? 3 : 0;
+		skip = len - (size - 1 - lead);
+		memcpy(buf, "...", lead);
+	}
+	buf[len - skip + lead] = '\0';
+	/* From the node up: each "/name" ends where the one below it starts. */
+	for (pos = len, p = n; p && p->first && pos > skip; p = p->first->dir) {
+		const char *name = p->first->name;
+		size_t from;
+
+		l = strlen(name);
+		pos -= l + 1;
+		for (from = pos; from < pos + l + 1; from++)
+			if (from >= skip)
+				buf[from - skip + lead] = from == pos ? '/' : name[from - pos - 1];
+	}
 }
 
 static uint64_t data_size(sqw_node_t *n, uint32_t gen)

@@ -780,12 +780,18 @@ static void test_node_path(void **state)
 	check_path(a, "/a");
 	check_path(b, "/a/bb");
 	check_path(c, "/a/bb/ccc");
-	/* Truncated, always terminated, never past size. */
+	/* Too long: "..." and its end, always terminated, never past size. */
+	memset(small, 'X', sizeof(small));
+	sqw_node_path(c, small, 8);
+	assert_string_equal(small, ".../ccc");
 	memset(small, 'X', sizeof(small));
 	sqw_node_path(c, small, 5);
-	assert_int_equal(strlen(small), 4);
-	assert_memory_equal(small, "/a/b", 4);
+	assert_string_equal(small, "...c");
 	assert_int_equal(small[5], 'X');
+	memset(small, 'X', sizeof(small));
+	sqw_node_path(c, small, 3);
+	assert_string_equal(small, "cc");
+	assert_int_equal(small[3], 'X');
 	memset(small, 'X', sizeof(small));
 	sqw_node_path(c, small, 1);
 	assert_int_equal(small[0], '\0');
@@ -794,6 +800,29 @@ static void test_node_path(void **state)
 	sqw_node_path(c, small, 0);
 	assert_int_equal(small[0], 'Y');
 	sqw_tree_destroy(t);
+}
+
+/* Nested deeper than any fixed table of components (it kept 512 and lost
+ * the top ones): the whole path, or "..." and its end. */
+static void test_node_path_deep(void **state)
+{
+	sqw_tree_t *t = sqw_tree_create();
+	sqw_node_t *n = sqw_tree_root(t);
+	char want[600 * 3 + 8], got[sizeof(want)], tail[16];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 600; i++)
+		n = add(t, n, "zz", &dir_attr);
+	n = add(t, n, "f", &file_attr);
+	for (i = 0; i < 600; i++)
+		memcpy(want + 3 * i, "/zz", 3);
+	strcpy(want + 1800, "/f");
+	sqw_node_path(n, got, sizeof(got));
+	sqw_node_path(n, tail, sizeof(tail));
+	sqw_tree_destroy(t);
+	assert_string_equal(got, want);
+	assert_string_equal(tail, "...z/zz/zz/zz/f");
 }
 
 /* A hard-linked file keeps a path after the name it was created under
@@ -876,6 +905,7 @@ int main(void)
 		cmocka_unit_test(test_xattrs),
 		cmocka_unit_test(test_large_dir),
 		cmocka_unit_test(test_node_path),
+		cmocka_unit_test(test_node_path_deep),
 		cmocka_unit_test(test_node_path_after_unlink),
 		cmocka_unit_test(test_set_attr),
 		/* Last: under ASan the use-after-free it exposes aborts. */
