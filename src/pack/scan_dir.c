@@ -167,7 +167,7 @@ out:
 	return (int)len;
 }
 
-static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir);
+static int scan_dir(struct scan *s, int *dirfdp, sqw_node_t *dir);
 
 static uint64_t link_key(const struct stat *st, unsigned probe)
 {
@@ -216,10 +216,56 @@ static int link_add(struct scan *s, const struct stat *st, sqw_node_t *n)
 	return 0;
 }
 
+/*
+ * Below this depth each level keeps its directory open while its
+ * subdirectories are scanned; deeper, a level lets go of it and opens it
+ * again through ".." afterwards, so that a tree 4096 levels deep needs no
+ * more than this many descriptors (a hard limit of 1024 is common).
+ */
+#define SCAN_FDS_KEPT 16
+
+/*
+ * Scan the directory fd (closed here), a child of the one *dirfdp holds
+ * (which may be another descriptor of it after).
+ */
+static int scan_subdir(struct scan *s, int *dirfdp, int fd, sqw_node_t *n)
+{
+	struct stat was, now;
+	int ret, up, keep = s->depth < SCAN_FDS_KEPT;
+
+	if (!keep) {
+		if (fstat(*dirfdp, &was)) {
+			close(fd);
+			return fail(s, -errno, "stat");
+		}
+		close(*dirfdp);
+		*dirfdp = -1;
+	}
+	s->depth++;
+	ret = scan_dir(s, &fd, n);
+	s->depth--;
+	if (!keep) {
+		up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (up < 0) {
+			if (!ret)
+				ret = fail(s, -errno, "opening the directory again");
+		} else {
+			*dirfdp = up;
+			/* Moved meanwhile: ".." is another directory now. */
+			if (!ret && (fstat(up, &now) || now.st_dev != was.st_dev ||
+				     now.st_ino != was.st_ino))
+				ret = fail(s, -ESTALE, "the directory moved during the scan");
+		}
+	}
+	close(fd);
+	return ret;
+}
+
 /* type: readdir's d_type, DT_UNKNOWN when the file system gives none. */
-static int scan_entry(struct scan *s, int dirfd, const char *name,
+static int scan_entry(struct scan *s, int *dirfdp, const char *name,
 		      unsigned char type, sqw_node_t *dir)
 {
+	int dirfd = *dirfdp;
 	size_t nlen = strlen(name), base = s->path.len;
 	struct sqw_attr a;
 	struct stat st;
@@ -311,18 +357,16 @@ static int scan_entry(struct scan *s, int dirfd, const char *name,
 			ret = fail(s, -errno, "opening directory");
 			goto out;
 		}
-		s->depth++;
-		ret = scan_dir(s, fd, n);
-		s->depth--;
-		close(fd);
+		ret = scan_subdir(s, dirfdp, fd, n);
 	}
 out:
 	s->path.len = base;
 	return ret;
 }
 
-static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
+static int scan_dir(struct scan *s, int *dirfdp, sqw_node_t *dir)
 {
+	int dirfd = *dirfdp;
 	struct buf names = { 0 };
 	struct dirent *de;
 	size_t off;
@@ -359,7 +403,7 @@ static int scan_dir(struct scan *s, int dirfd, sqw_node_t *dir)
 			      (const char *)s->path.data, (const char *)names.data + 1);
 	}
 	for (off = 0; !ret && off < names.len; off += strlen((char *)names.data + off + 1) + 2)
-		ret = scan_entry(s, dirfd, (char *)names.data + off + 1,
+		ret = scan_entry(s, dirfdp, (char *)names.data + off + 1,
 				 ((unsigned char *)names.data)[off], dir);
 	buf_free(&names);
 	return ret;
@@ -384,7 +428,7 @@ int dir_scan(struct dir_source *ds, sqw_tree_t *tree, int keep_xattrs,
 	sqw_node_set_attr(sqw_tree_root(tree), &a);
 	ret = keep_xattrs ? read_xattrs(&s, ds->rootfd, ".", sqw_tree_root(tree)) : 0;
 	if (!ret)
-		ret = scan_dir(&s, ds->rootfd, sqw_tree_root(tree));
+		ret = scan_dir(&s, &ds->rootfd, sqw_tree_root(tree));
 	/* The first was named; how many went, so none goes unsaid. */
 	if (!ret && ds->warn && ds->warned_xattr > 1)
 		pack_warn(ds->warn, "%d xattrs that SquashFS cannot store were "

@@ -379,8 +379,10 @@ ERR=$(ulimit -f 64 && "$SQFS_PACK" -q -c lz4 "$S/big" "$S/fsize/i.sqfs" 2>&1 >/d
 expect_rc 1 "ulimit -f" && expect_msg "fsize/i.sqfs: writing the image: File too large" "ulimit -f" &&
 	log "ok: [ulimit -f] $ERR"
 # A low soft descriptor limit is raised to the hard one: a tree 200 levels
-# deep (one open directory a level) packs under ulimit -Sn 40, and under
-# ulimit -n 40 (hard too) fails naming EMFILE
+# deep packs under ulimit -Sn 40.  Below 16 levels the scan keeps a
+# directory open a level, deeper it opens them again through "..": 200
+# levels pack under ulimit -n 40 too (hard and soft; they failed with
+# EMFILE), and a limit too low for 16 levels fails naming EMFILE.
 mkdir -p "$S/fdlim"
 "$PYTHON3" -c 'import os, sys
 p = os.path.join(sys.argv[1], *(["d"] * 200)); os.makedirs(p)
@@ -390,10 +392,14 @@ ERR=$(ulimit -Sn 40 && "$SQFS_PACK" -q "$S/fdlim/src" "$S/fdlim/ok.sqfs" 2>&1 >/
 expect_rc 0 "ulimit -Sn 40" && [[ $(rdsquashfs -c "/$(printf 'd/%.0s' {1..200})f" "$S/fdlim/ok.sqfs") == deep ]] &&
 	log "ok: [ulimit -Sn 40] soft limit raised, 200 levels packed" || fail "[ulimit -Sn 40] $ERR"
 RC=0
-ERR=$(ulimit -n 40 && "$SQFS_PACK" -q "$S/fdlim/src" "$S/fdlim/no.sqfs" 2>&1 >/dev/null) || RC=$?
-expect_rc 1 "ulimit -n 40" && expect_msg "opening directory: Too many open files" "ulimit -n 40" &&
-	log "ok: [ulimit -n 40] $ERR"
-[[ ! -e $S/fdlim/no.sqfs ]] || fail "[ulimit -n 40] left an image"
+ERR=$(ulimit -n 40 && "$SQFS_PACK" -q "$S/fdlim/src" "$S/fdlim/ok40.sqfs" 2>&1 >/dev/null) || RC=$?
+expect_rc 0 "ulimit -n 40" && [[ $(rdsquashfs -c "/$(printf 'd/%.0s' {1..200})f" "$S/fdlim/ok40.sqfs") == deep ]] &&
+	log "ok: [ulimit -n 40] 200 levels packed within 40 descriptors" || fail "[ulimit -n 40] $ERR"
+RC=0
+ERR=$(ulimit -n 12 && "$SQFS_PACK" -q "$S/fdlim/src" "$S/fdlim/no.sqfs" 2>&1 >/dev/null) || RC=$?
+expect_rc 1 "ulimit -n 12" && expect_msg "opening directory: Too many open files" "ulimit -n 12" &&
+	log "ok: [ulimit -n 12] $ERR"
+[[ ! -e $S/fdlim/no.sqfs ]] || fail "[ulimit -n 12] left an image"
 # No thread to be had (RLIMIT_NPROC, as uid 65534): the threads named, not
 # "allocating".  (LeakSanitizer's exit check needs a thread of its own.)
 mkdir -p "$S/nproc" && chmod 0777 "$S/nproc"
@@ -540,6 +546,29 @@ if expect_rc 0 "path longer than PATH_MAX"; then
 	rm -f -- "$S/out/deeplong.sqfs"
 fi
 rm -rf -- "$S/deeplong"
+# Below 16 levels a directory opened again through ".." after its
+# subdirectory was scanned must be the one scanned: the subdirectory moved
+# meanwhile (strace holds the first such open for 2 s) fails, naming it.
+mkdir -p "$S/deepmv"
+mkdeep "$S/deepmv" 20 f d
+bottom=$S/deepmv$(printf '/d%.0s' $(seq 20))
+RC=0
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -f -qq -o /dev/null -P .. \
+	-e trace=openat -e inject=openat:delay_enter=2000000:when=1 \
+	"$SQFS_PACK" -q "$S/deepmv" "$S/out/deepmv.sqfs" 2>"$S/deepmv.err" &
+tracer=$!
+for ((i = 0; i < 400; i++)); do
+	pid=$(pgrep -P "$tracer" -n) && ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "-> $bottom\$" && break
+	sleep 0.01
+done
+mv -- "$bottom" "$S/deepmv/moved"
+wait "$tracer" || RC=$?
+ERR=$(grep -v '^strace: ' "$S/deepmv.err" || true)
+expect_rc 1 "directory moved during the scan" &&
+	expect_msg "deepmv$(printf '/d%.0s' $(seq 20)): the directory moved during the scan" "directory moved during the scan" &&
+	log "ok: [directory moved during the scan] $ERR"
+nothing_left "$S/out" "directory moved during the scan"
+rm -rf -- "$S/deepmv" "$S/deepmv.err"
 # 4096 components is the deepest path the writer takes; one more fails.
 mkdeep "$S/deep4k" 4096
 run "$SQFS_PACK" -q -c lz4 "$S/deep4k" "$S/out/deep4k.sqfs"
