@@ -65,6 +65,8 @@ void cli_report_summary(struct cli_report *r, const struct sqw_stats *st,
 int cli_stdout_flush(void);
 /* After --help or --version: the exit status, with a message on failure. */
 int cli_stdout_status(const char *prog);
+/* /dev/null for any of descriptors 0-2 that is closed; 0 or -errno. */
+int cli_stdio_open(void);
 
 /* An image written beside its target and renamed over it when complete. */
 struct cli_publish {

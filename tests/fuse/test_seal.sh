@@ -472,6 +472,25 @@ loop_mount "$IMG" "$WORK/k4" && {
 	loop_umount "$WORK/k4"
 }
 
+# --- started with descriptors 0-2 closed: its spool's descriptors are not
+# among them (daemonising put /dev/null over them: every create failed) ---
+IMG=$WORK/closed.sqfs
+"$STAGE" -o mkfs_time=8 "$IMG" "$M" <&- >&- 2>&- || fail "start with 0-2 closed"
+MOUNTS+=("$M")
+dpid=$(pgrep -n -f "sqfs-stage -o mkfs_time=8 $IMG" || true)
+[[ -n $dpid ]] && DAEMONS+=("$dpid")
+if mkdir "$M/dir" && echo hello >"$M/dir/f" 2>"$WORK/err"; then
+	ok "0-2 closed: a file made in the mount"
+else
+	fail "0-2 closed: $(cat "$WORK/err")"
+fi
+"$SEAL" --quiet "$M" <&- >&- || fail "sqfs-seal with 0 and 1 closed"
+loop_mount "$IMG" "$WORK/k4c" && {
+	[[ $(cat "$WORK/k4c/dir/f" 2>/dev/null) == hello ]] && ok "0-2 closed: the file in the image" ||
+		fail "0-2 closed: the image holds $(find "$WORK/k4c" | tr '\n' ' ')"
+	loop_umount "$WORK/k4c"
+}
+
 # --- a reader of the summary gone before it is written (sqfs-seal | head):
 # the seal still unmounts, exit 0; a full disk for the summary is an error ---
 IMG=$WORK/pipe.sqfs

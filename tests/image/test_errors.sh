@@ -447,6 +447,33 @@ assert os.fsencode(d["image"]).endswith(b"/bad\xff\xc3name.sqfs"), d["image"]' <
 	log "ok: [--json, not UTF-8] valid UTF-8 JSON, path recoverable" || fail "[--json, not UTF-8] $J"
 rm -f "$S/out/bad"*
 
+# Started with stderr (or stdin, stdout) closed: a warning written to fd 2
+# must not land in a spool file there, in the image's data.  A pax name
+# that is not UTF-8 gives a warning while the archive is read.
+mkdir -p "$S/fd2/w"
+head -c 100 /dev/zero | tr '\0' B >"$S/fd2/w/b"
+head -c 300000 /dev/zero | tr '\0' A >"$S/fd2/w/a"
+echo second >"$S/fd2/w/"$'\377'
+tar -C "$S/fd2/w" --format=pax -cf "$S/fd2/w.tar" b a $'\377'
+for closed in "2>&-" "<&- 2>&-" ">&- 2>&-"; do
+	for mode in "" --serial; do
+		rm -f "$S/out/fd2.sqfs"
+		RC=0
+		eval '"$SQFS_PACK" -q $mode --tar "$S/out/fd2.sqfs" <"$S/fd2/w.tar" '"$closed" || RC=$?
+		[[ $closed == "<&- 2>&-" ]] && want=1 || want=0	# no archive on stdin
+		if ((RC != want)); then
+			fail "[$closed $mode] exit $RC, expected $want"
+		elif ((want == 0)) && ! { unsquashfs -cat "$S/out/fd2.sqfs" b | cmp -s - "$S/fd2/w/b" &&
+			unsquashfs -cat "$S/out/fd2.sqfs" a | cmp -s - "$S/fd2/w/a"; }; then
+			fail "[$closed $mode] the files' data differ: b starts '$(unsquashfs -cat "$S/out/fd2.sqfs" b | head -c 40)'"
+		else
+			log "ok: [$closed $mode] exit $RC$( ((want)) && echo ': nothing on stdin' || echo ', the data intact')"
+		fi
+	done
+done
+nothing_left "$S/out" "closed descriptors" fd2.sqfs
+rm -rf -- "$S/fd2" "$S/out/fd2.sqfs"
+
 # The progress bar: off with -q, unless --progress asks for it (either order)
 for a in "-q --progress" "--progress -q" "-q" "--no-progress"; do
 	# shellcheck disable=SC2086

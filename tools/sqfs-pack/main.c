@@ -278,6 +278,9 @@ int main(int argc, char **argv)
 	struct pack_args pa = { 0 };
 	int ret, status = CLI_EXIT_FAIL;
 
+	/* Nothing of ours may be opened as 0, 1 or 2 (cli_stdio_open). */
+	if (cli_stdio_open())
+		return CLI_EXIT_FAIL;
 	/*
 	 * A reader of standard output or error that has gone away is no
 	 * error: what it missed is only the summary (EPIPE, below).

@@ -404,6 +404,9 @@ int main(int argc, char **argv)
 	char *buf, *pid, *clamped;
 	ssize_t len;
 
+	/* Nothing of ours may be opened as 0, 1 or 2 (cli_stdio_open). */
+	if (cli_stdio_open())
+		return CLI_EXIT_FAIL;
 	/*
 	 * A reader gone from our stdout (sqfs-seal MNT | head -n 1) is no
 	 * error, and must not stop us between the summary and the unmount.

@@ -28,6 +28,9 @@ int main(int argc, char **argv)
 	char *recover_err = NULL;
 	int ret, marked = 0, status = CLI_EXIT_FAIL;
 
+	/* Nothing of ours may be opened as 0, 1 or 2 (cli_stdio_open). */
+	if (cli_stdio_open())
+		return CLI_EXIT_FAIL;
 	memset(&fo, 0, sizeof(fo));
 	/* As libfuse would: a reader gone (sqfs-stage --help | head) is no error. */
 	signal(SIGPIPE, SIG_IGN);
