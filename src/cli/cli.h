@@ -84,6 +84,11 @@ struct cli_publish {
 int cli_publish_target(const char *path, char **out);
 /* follow: resolve target with cli_publish_target() first. */
 int cli_publish_open(struct cli_publish *p, const char *target, int follow);
+/*
+ * What cli_publish_open(p, target, 1) would say, without keeping anything:
+ * to fail before the work, not after it.
+ */
+int cli_publish_check(const char *target);
 /* fsync, rename over the target, fsync the directory. */
 int cli_publish_commit(struct cli_publish *p);
 /* Remove the temporary file; safe to call twice. */

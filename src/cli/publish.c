@@ -65,6 +65,11 @@ int cli_publish_target(const char *path, char **out)
 	}
 	if (!cur)
 		return -ENOMEM;
+	/* "img/", "dir/." name a directory, not a file to make (mksquashfs: EISDIR). */
+	base = strrchr(cur, '/');
+	base = base ? base + 1 : cur;
+	if (!ret && (!*base || !strcmp(base, ".") || !strcmp(base, "..")))
+		ret = -EISDIR;
 	dir = dir_of(cur);
 	if (!ret && !dir)
 		ret = -ENOMEM;
@@ -229,6 +234,16 @@ int cli_publish_commit(struct cli_publish *p)
 out:
 	free(dir);
 	return ret;
+}
+
+int cli_publish_check(const char *target)
+{
+	struct cli_publish p;
+	int e = cli_publish_open(&p, target, 1);
+
+	if (!e)
+		cli_publish_abort(&p);
+	return e;
 }
 
 void cli_publish_abort(struct cli_publish *p)

@@ -118,7 +118,24 @@ expect_rc 1 "image is a directory" && expect_msg "a_directory" "image is a direc
 	log "ok: [image is a directory] $ERR"
 nothing_left "$S/out" "image is a directory" a_directory
 nothing_left "$S/out/a_directory" "image is a directory"
+# ... found before the archive is read: a stream with nothing in it yet
+# (a FIFO held open) does not keep sqfs-pack --tar waiting.
+mkfifo "$S/out/stream"
+exec 8<>"$S/out/stream"
+run timeout 20 "$SQFS_PACK" -q --tar "$S/out/a_directory" <"$S/out/stream"
+exec 8>&-
+expect_rc 1 "--tar, image a directory" && expect_msg "a_directory: cannot create the image: exists and is not a regular file" \
+	"--tar, image a directory" && log "ok: [--tar, image a directory] before reading: $ERR"
+rm -f "$S/out/stream"
 rmdir "$S/out/a_directory"
+# IMAGE ending in '/' names a directory, existing or not (as mksquashfs says)
+for t in "$S/out/new/" "$S/out/new/." "$S/out/"; do
+	run "$SQFS_PACK" -q "$S/src" "$t"
+	expect_rc 1 "image $t" && expect_msg "cannot create the image: Is a directory" "image $t" &&
+		log "ok: [image $t] $ERR"
+	[[ ! -e $S/out/new ]] || { fail "[image $t] made $S/out/new"; rm -rf "$S/out/new"; }
+done
+nothing_left "$S/out" "image ending in /"
 
 # The tree changes between the scan and the data pass: a file renamed over
 # one, a FIFO in a file's place, a directory swapped for a symlink that

@@ -46,6 +46,12 @@ static void catch_signal(int sig)
 	signal(sig, on_signal);
 }
 
+static void publish_failed(const char *image, int err)
+{
+	fprintf(stderr, "%s: %s: cannot create the image: %s\n", prog, image,
+		err == -EEXIST ? "exists and is not a regular file" : strerror(-err));
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -276,6 +282,7 @@ int main(int argc, char **argv)
 	const char *image;
 	void *ctx;
 	struct pack_args pa = { 0 };
+	sigset_t caught, unblocked;
 	int ret, status = CLI_EXIT_FAIL;
 
 	/* Nothing of ours may be opened as 0, 1 or 2 (cli_stdio_open). */
@@ -294,6 +301,12 @@ int main(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	image = argv[argc - 1];
+	/* An IMAGE that cannot be made fails now, not after the archive or the scan. */
+	ret = cli_publish_check(image);
+	if (ret) {
+		publish_failed(image, ret);
+		goto out;
+	}
 	cli_fd_limit_raise();
 	tree = sqw_tree_create();
 	if (!tree) {
@@ -369,11 +382,14 @@ int main(int argc, char **argv)
 
 	ret = cli_publish_open(&pub, image, 1);
 	if (ret) {
-		fprintf(stderr, "%s: %s: cannot create the image: %s\n", prog, image,
-			ret == -EEXIST ? "exists and is not a regular file" : strerror(-ret));
+		publish_failed(image, ret);
 		goto out;
 	}
 	tmp_path = pub.tmp;
+	sigemptyset(&caught);
+	sigaddset(&caught, SIGINT);
+	sigaddset(&caught, SIGTERM);
+	sigaddset(&caught, SIGHUP);
 	catch_signal(SIGINT);
 	catch_signal(SIGTERM);
 	catch_signal(SIGHUP);
@@ -406,8 +422,11 @@ int main(int argc, char **argv)
 			err.what ? err.what : "writing", strerror(-ret));
 		goto out;
 	}
+	/* on_signal() reads tmp_path, which the commit frees: it waits. */
+	sigprocmask(SIG_BLOCK, &caught, &unblocked);
 	ret = cli_publish_commit(&pub);
 	tmp_path = NULL;
+	sigprocmask(SIG_SETMASK, &unblocked, NULL);
 	if (ret) {
 		fprintf(stderr, "%s: %s: publishing the image: %s\n", prog, image,
 			strerror(-ret));
