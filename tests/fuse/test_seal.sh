@@ -239,6 +239,22 @@ grep -qF "$WORK/a,b\\134c.sqfs $M fuse" /proc/mounts && ok "fsname with a comma 
 "$SEAL" --quiet "$M" || fail "seal of a,b\\c.sqfs"
 wait_daemon 0
 [[ -f $IMG ]] || fail "no image at $IMG"
+# ... and in sqfs-seal's summary, as its bytes (the daemon's JSON escapes
+# them): a name ending in a backslash, a quote, a newline, a byte that is
+# not UTF-8, and the text of a JSON key.
+for name in 'x\' 'q"u'$'\377''o' $'n\nl' 'k", "image_size": 1, "z'; do
+	IMG=$WORK/$name
+	stage_mount "$IMG" "$M"
+	echo a >"$M/f"
+	"$SEAL" "$M" >"$WORK/summary" || fail "seal of $(printf %q "$IMG")"
+	wait_daemon 0
+	if [[ $(head -c $((${#IMG} + 40)) "$WORK/summary") == "Sealed $IMG: "[1-9]*" bytes, "* ]]; then
+		ok "summary names $(printf %q "$name") as it is"
+	else
+		fail "summary for $(printf %q "$IMG"): $(head -n 2 "$WORK/summary" | od -c | head -n 5)"
+	fi
+	rm -f -- "$IMG"
+done
 
 # --- a file size limit inherited by the daemon: EFBIG, not its death ---
 IMG=$WORK/fsize.sqfs

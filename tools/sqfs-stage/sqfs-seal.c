@@ -38,26 +38,96 @@ static void usage(FILE *f)
 "See sqfs-seal(1).\n", prog);
 }
 
-/* The value of "key": in the daemon's JSON summary, or NULL. */
+/*
+ * A JSON string's body, p just past its opening quote, decoded into a
+ * malloc'd string (*end past its closing quote), or NULL.  The daemon
+ * writes paths with \" \\ \u00XX for control bytes and \udcXX for bytes
+ * that are not UTF-8 (report.c): each becomes its byte again.
+ */
+static char *json_unquote(const char *p, const char **end)
+{
+	char *out = malloc(strlen(p) + 1), *o = out;
+	unsigned v;
+
+	if (!out)
+		return NULL;
+	for (; *p && *p != '"'; p++) {
+		if (*p != '\\') {
+			*o++ = *p;
+			continue;
+		}
+		p++;
+		if (*p == 'u' && sscanf(p + 1, "%4x", &v) == 1 && strspn(p + 1,
+		    "0123456789abcdefABCDEF") >= 4) {
+			p += 4;
+			if (v >= 0xdc80 && v <= 0xdcff)
+				*o++ = (char)(v & 0xff);
+			else if (v < 0x80)
+				*o++ = (char)v;
+			else if (v < 0x800)
+				*o++ = (char)(0xc0 | v >> 6), *o++ = (char)(0x80 | (v & 0x3f));
+			else
+				*o++ = (char)(0xe0 | v >> 12), *o++ = (char)(0x80 | (v >> 6 & 0x3f)),
+				*o++ = (char)(0x80 | (v & 0x3f));
+			continue;
+		}
+		switch (*p) {
+		case 'n': *o++ = '\n'; break;
+		case 't': *o++ = '\t'; break;
+		case 'r': *o++ = '\r'; break;
+		case 'b': *o++ = '\b'; break;
+		case 'f': *o++ = '\f'; break;
+		case '"': case '\\': case '/': *o++ = *p; break;
+		default: free(out); return NULL;
+		}
+	}
+	if (*p != '"') {
+		free(out);
+		return NULL;
+	}
+	*o = '\0';
+	*end = p + 1;
+	return out;
+}
+
+/*
+ * The value of "key" in the daemon's JSON summary (one flat object of
+ * strings and numbers), or NULL.  Walked pair by pair: a path may hold
+ * anything, "key": too.
+ */
 static char *field(const char *json, const char *key)
 {
-	char pat[64];
-	const char *p, *e;
+	const char *p = strchr(json, '{'), *e;
+	char *k, *v;
 
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	p = strstr(json, pat);
 	if (!p)
 		return NULL;
-	p += strlen(pat);
-	if (*p == '"') {
-		p++;
-		for (e = p; *e && !(*e == '"' && e[-1] != '\\'); e++)
-			;
-	} else {
-		for (e = p; *e && *e != ',' && *e != '}'; e++)
-			;
+	for (p++;;) {
+		p += strspn(p, " \t\n\r,");
+		if (*p != '"' || !(k = json_unquote(p + 1, &p)))
+			return NULL;
+		p += strspn(p, " \t\n\r");
+		if (*p++ != ':') {
+			free(k);
+			return NULL;
+		}
+		p += strspn(p, " \t\n\r");
+		if (*p == '"') {
+			v = json_unquote(p + 1, &p);
+		} else {
+			e = p + strcspn(p, ",}");
+			while (e > p && strchr(" \t\n\r", e[-1]))
+				e--;
+			v = strndup(p, (size_t)(e - p));
+			p += strcspn(p, ",}");
+		}
+		if (!strcmp(k, key) || !v) {
+			free(k);
+			return v;
+		}
+		free(k);
+		free(v);
 	}
-	return strndup(p, (size_t)(e - p));
 }
 
 static void print_human(const char *json)
