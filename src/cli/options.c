@@ -31,8 +31,11 @@ int cli_parse_size(const char *s, uint64_t *out)
 	if (v > (ULLONG_MAX >> shift))
 		return -EINVAL;	/* would wrap: 18014398509481988K is not 4K */
 	v <<= shift;
-	if (*end == 'i' || *end == 'B')
-		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	/* 128K, 128KB, 128KiB, 4096, 4096B: "i" only after a unit, as in KiB */
+	if (shift && end[0] == 'i' && end[1] == 'B')
+		end += 2;
+	else if (*end == 'B')
+		end++;
 	if (*end)
 		return -EINVAL;
 	*out = v;

@@ -140,10 +140,10 @@ pack_ok -c lzo,algorithm=lzo1x_1_15
 
 section "sqfs-pack: block size"
 for b in 0 1 2048 3000 4095 5000 12K 100000 2M 1G -1 -4096 abc '' 4096x 4K4 0x1000 1e5 ' 4K' \
-	18014398509481988K 17592186044417M 99999999999999999999; do
+	18014398509481988K 17592186044417M 99999999999999999999 4096iB 4096i 8Ki 4KBB 4Kib; do
 	pack_bad "--block-size '$(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$b")': must be a power of two from 4K to 1M" -b "$b"
 done
-for b in 4K 4096 8k 64KiB 1M 1048576 1MiB; do
+for b in 4K 4096 4096B 8k 8KB 64KiB 1M 1048576 1MiB; do
 	pack_ok -b "$b"
 done
 
