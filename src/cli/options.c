@@ -207,7 +207,8 @@ int cli_opts_finish(struct cli_opts *o, char *msg, size_t msglen)
 
 	/* Read only when it is used: a mkfs time given wins over it. */
 	if (!o->mkfs_time_set && sde && *sde) {
-		if (parse_time(sde, &t) || !strcmp(sde, "now"))
+		/* The specification's decimal integer: no "now", no "@" */
+		if (*sde == '@' || parse_time(sde, &t) || !strcmp(sde, "now"))
 			BAD("SOURCE_DATE_EPOCH='%s': give seconds since 1970 (0..4294967295)", sde);
 		o->img.mkfs_time = (uint32_t)t;
 	}

@@ -279,8 +279,26 @@ SP=$(spool_of "$IMG")
 # sqfs-seal on the dead mount says what happened and what to do
 kill -9 "$DPID"
 wait "$DPID" 2>/dev/null || true
-expect_exit 1 "the daemon has gone (it died or was killed); $IMG keeps its previous contents and the tree is in $SP: 'fusermount3 -u -z $M', then 'sqfs-stage --recover $SP $IMG $M'" \
+expect_exit 1 "the daemon has gone (it died or was killed); $IMG keeps its previous contents and the tree is in $SP; to get it back: fusermount3 -u -z $M && sqfs-stage --recover $SP $IMG $M (see" \
 	"$SEAL" "$M"
+# Paths that need quoting are quoted: the command runs as it is printed.
+MQ="$WORK/m q'x"
+stage_mount "$WORK/q r.sqfs" "$MQ" -o $OPTS
+echo kept >"$MQ/f"
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null || true
+"$SEAL" "$MQ" 2>"$WORK/err" && fail "sqfs-seal of a dead mount succeeded"
+cmd=$(sed -n 's/.*; to get it back: \(.*\) (see sqfs-stage(1), CRASHES)$/\1/p' "$WORK/err")
+if [[ -n $cmd ]] && PATH=$(dirname "$STAGE"):$PATH bash -c "$cmd" 2>>"$WORK/err"; then
+	dpid=$(pgrep -n -f "sqfs-stage --recover .*q r.sqfs" || true)
+	[[ -n $dpid ]] && DAEMONS+=("$dpid")
+	"$SEAL" --quiet "$MQ" || fail "seal after the printed recovery"
+	[[ $(unsquashfs -cat "$WORK/q r.sqfs" f 2>/dev/null) == kept ]] &&
+		ok "the printed recovery command, run as printed: $cmd" ||
+		fail "the printed recovery: the image lacks f"
+else
+	fail "the printed recovery command failed: $(cat "$WORK/err")"
+fi
 crash "$M"
 python3 - "$SP/journal" <<'EOF'
 import sys

@@ -183,10 +183,12 @@ RC=0
 ERR=$(SOURCE_DATE_EPOCH=yesterday timeout 60 "$SQFS_PACK" -q "$S/src" "$S/out/i.sqfs" 2>&1) || RC=$?
 usage_error "SOURCE_DATE_EPOCH=yesterday" "SOURCE_DATE_EPOCH='yesterday': give seconds since 1970"
 nothing_in "$S/out" "SOURCE_DATE_EPOCH=yesterday"
-RC=0
-ERR=$(SOURCE_DATE_EPOCH=4294967296 timeout 60 "$SQFS_PACK" -q "$S/src" "$S/out/i.sqfs" 2>&1) || RC=$?
-usage_error "SOURCE_DATE_EPOCH=4294967296" "(0..4294967295)"
-nothing_in "$S/out" "SOURCE_DATE_EPOCH=4294967296"
+for v in 4294967296 @123 now; do
+	RC=0
+	ERR=$(SOURCE_DATE_EPOCH=$v timeout 60 "$SQFS_PACK" -q "$S/src" "$S/out/i.sqfs" 2>&1) || RC=$?
+	usage_error "SOURCE_DATE_EPOCH=$v" "SOURCE_DATE_EPOCH='$v': give seconds since 1970 \(0..4294967295\)"
+	nothing_in "$S/out" "SOURCE_DATE_EPOCH=$v"
+done
 # Read only when it would be used: a --mkfs-time given, --help and
 # --version do not look at it.
 if SOURCE_DATE_EPOCH=yesterday timeout 60 "$SQFS_PACK" -q --mkfs-time 7 "$S/src" "$S/out/i.sqfs" 2>"$S/err" &&

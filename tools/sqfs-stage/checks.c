@@ -36,7 +36,7 @@ int check_image(struct stage *s, const char *image)
 	/* The seal writes through a symbolic link, to the file it names. */
 	e = cli_publish_target(image, &s->image);
 	if (e) {
-		fprintf(stderr, "%s: %s: the image's directory: %s\n", prog, image, strerror(-e));
+		fprintf(stderr, "%s: %s: cannot create the image: %s\n", prog, image, strerror(-e));
 		goto out;
 	}
 	snprintf(dir, sizeof(dir), "%s", s->image);

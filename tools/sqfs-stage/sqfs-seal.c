@@ -373,11 +373,41 @@ static void seal_signal_raise(const char *mnt, int sealed)
 	raise(sig);
 }
 
+/* s as one shell word, for a command to paste: quoted only if it must be. */
+static char *shell_word(const char *s)
+{
+	size_t n = 2;
+	const char *p;
+	char *out, *o;
+
+	if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "0123456789/._+,:@%=-") == strlen(s))
+		return strdup(s);
+	for (p = s; *p; p++)
+		n += *p == '\'' ? 4 : 1;
+	out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	o = out;
+	*o++ = '\'';
+	for (p = s; *p; p++) {
+		if (*p == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return out;
+}
+
 /* A failure to reach MNT; a daemon that died (or is dying) gets told apart. */
 static void report_errno(const char *mnt, int e)
 {
 	struct dead d = { .image = NULL };
-	char *c = strdup(mnt), *spool = NULL, parent[PATH_MAX];
+	char *c = strdup(mnt), *spool = NULL, *qm, *qs, *qi, parent[PATH_MAX];
 
 	if (e != ENOTCONN && e != ECONNABORTED && e != ECANCELED) {
 		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(e));
@@ -397,12 +427,18 @@ static void report_errno(const char *mnt, int e)
 	}
 	if (d.image)
 		spool = find_spool(d.image);
+	qm = shell_word(mnt);
+	qs = spool ? shell_word(spool) : NULL;
+	qi = d.image ? shell_word(d.image) : NULL;
 	fprintf(stderr, "%s: %s: %s: the daemon has gone (it died or was killed); "
-		"%s keeps its previous contents and the tree is in %s: "
-		"'fusermount3 -u -z %s', then 'sqfs-stage --recover %s %s %s' "
+		"%s keeps its previous contents and the tree is in %s; to get it "
+		"back: fusermount3 -u -z %s && sqfs-stage --recover %s %s %s "
 		"(see sqfs-stage(1), CRASHES)\n", prog, mnt, strerror(e),
-		d.image ? d.image : "IMAGE", spool ? spool : "the spool", mnt,
-		spool ? spool : "SPOOL", d.image ? d.image : "IMAGE", mnt);
+		d.image ? d.image : "IMAGE", spool ? spool : "the spool", qm ? qm : mnt,
+		qs ? qs : "SPOOL", qi ? qi : "IMAGE", qm ? qm : mnt);
+	free(qm);
+	free(qs);
+	free(qi);
 	free(spool);
 	free(d.image);
 	free(c);
