@@ -89,7 +89,7 @@ stage_mount "$IMG" "$WORK/mnt-s" -s -o "$(IFS=,; echo "${OPTS[*]}"),mkfs_time=$M
 cp -a "$SRC/." "$WORK/mnt-s/"
 if ls -A "$WORK/spool" | grep -q '^\.st\.sqfs\.spool\.'; then ok "spool=DIR used"; else fail "spool=DIR not used"; fi
 "$SEAL" --json "$WORK/mnt-s" >"$WORK/seal.json" || fail "sqfs-seal -s"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["image_size"] > 0 and d["compressor"] == "zstd" and d["settings"] == "zstd level %d" % d["level"], d' \
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["image_size"] > 0 and d["compressor"] == "zstd" and d["level"] == 3 and d["settings"] == "zstd level 3" and d["block_size"] == 65536, d' \
 	"$WORK/seal.json" && ok "--json summary parses" || fail "--json summary: $(cat "$WORK/seal.json")"
 wait_daemon 0
 judge single "$IMG"

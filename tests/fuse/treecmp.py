@@ -4,6 +4,7 @@
 Entries, types, mode bits, uid, gid, mtime (seconds), rdev, sizes, file
 contents, symlink targets, hard-link groups and xattrs (user., trusted.,
 security.).  The roots' attributes are compared too.  Exit 0 if equal."""
+import errno
 import os
 import stat
 import sys
@@ -12,8 +13,11 @@ import sys
 def xattrs(p):
     try:
         names = os.listxattr(p, follow_symlinks=False)
-    except OSError:
-        return {}
+    except OSError as e:
+        # a file system without xattrs has none; any other error is one
+        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return {}
+        raise
     out = {}
     for n in names:
         if n.startswith(("user.", "trusted.", "security.")):
@@ -21,10 +25,17 @@ def xattrs(p):
     return out
 
 
+def walk_error(e):
+    raise e
+
+
 def scan(root):
     ents = {}
     links = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    # a missing or unreadable tree is an error, not an empty tree
+    if not os.path.isdir(root):
+        sys.exit("treecmp: %s: not a directory" % root)
+    for dirpath, dirnames, filenames in os.walk(root, onerror=walk_error):
         for name in [""] + dirnames + filenames if dirpath == root else dirnames + filenames:
             p = os.path.join(dirpath, name) if name else root
             rel = os.path.relpath(p, root)

@@ -342,7 +342,15 @@ compare_tree() {
 }
 
 # sha IMG: the sha256 of a file.
-sha() { sha256sum -- "$1" | cut -d' ' -f1; }
+# A file that is not there gives a string of its own: two missing images
+# must not compare equal.
+sha() {
+	if [[ -f $1 ]]; then
+		sha256sum -- "$1" | cut -d' ' -f1
+	else
+		echo "no-file:$1"
+	fi
+}
 
 # pack [ARGS...]: run sqfs-pack quietly; prints its stderr on failure.
 pack() {

@@ -261,7 +261,26 @@ elif unshare -m true 2>/dev/null; then
 	else
 		fail "[no /proc] the image differs from the one made with /proc"
 	fi
-	rm -f -- "$S/out/proc.sqfs" "$S/out/noproc.sqfs"
+	# Without /proc the image is a named temporary file renamed into
+	# place: replacing an image (0640, its mode kept), then a new one
+	# (the umask's mode), nothing left beside them.
+	rm -f -- "$S/out/noproc.sqfs"
+	mkdir "$S/out/np"
+	printf 'old image\n' >"$S/out/np/r.sqfs"
+	chmod 0640 "$S/out/np/r.sqfs"
+	for img in r.sqfs new.sqfs; do
+		RC=0
+		ERR=$(umask 027 && unshare -m sh -c 'umount -l /proc && exec "$@"' sh "$SQFS_PACK" -q \
+			--mkfs-time 1 "$S/src" "$S/out/np/$img" 2>&1) || RC=$?
+		expect_rc 0 "no /proc, $img" &&
+			if cmp -s "$S/out/proc.sqfs" "$S/out/np/$img" && [[ $(stat -c %a "$S/out/np/$img") == 640 ]]; then
+				log "ok: [no /proc, $img] renamed into place, mode 640"
+			else
+				fail "[no /proc, $img] mode $(stat -c %a "$S/out/np/$img"), same bytes: $(cmp -s "$S/out/proc.sqfs" "$S/out/np/$img" && echo yes || echo no)"
+			fi
+	done
+	nothing_left "$S/out/np" "no /proc, temporary files" r.sqfs new.sqfs
+	rm -rf -- "$S/out/proc.sqfs" "$S/out/np"
 else
 	skip_or_fail "unshare -m: cannot make a mount namespace"
 fi
@@ -454,6 +473,16 @@ RC=0
 ERR=$("$SQFS_PACK" -q "$S/src" "$S/lnk/loop-a" 2>&1) || RC=$?
 expect_rc 1 "IMAGE a symlink loop" && expect_msg "Too many levels of symbolic links" "IMAGE a symlink loop"
 rm -rf "$S/lnk"
+
+# A new image gets 0666 less the umask, as a file made by cp would.
+for m in 022:644 077:600 002:664; do
+	rm -f -- "$S/out/mode.sqfs"
+	(umask "${m%:*}" && "$SQFS_PACK" -q "$S/src" "$S/out/mode.sqfs") || fail "[new image, umask ${m%:*}] pack failed"
+	got=$(stat -c %a "$S/out/mode.sqfs" 2>/dev/null || echo none)
+	[[ $got == "${m#*:}" ]] && log "ok: [new image, umask ${m%:*}] mode $got" ||
+		fail "[new image, umask ${m%:*}] mode $got, expected ${m#*:}"
+done
+rm -f -- "$S/out/mode.sqfs"
 
 # --json with a path that is not UTF-8: valid JSON, the bytes recoverable
 J=$("$SQFS_PACK" -q --json "$S/src" "$S/out/bad"$'\xff\xc3'"name.sqfs" 2>/dev/null) || fail "[--json, not UTF-8] sqfs-pack failed"

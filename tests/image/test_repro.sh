@@ -21,16 +21,27 @@ source_tree "$WORK/fs"
 S=$WORK/fs
 T=1234567890
 
-# img NAME ARGS... (SRC last): pack, print the sha256.
+# img NAME ARGS... (SRC last): pack, print the sha256, or "failed-NAME"
+# (it runs in $(...): the failure is counted by same and differs).
 img() {
 	local name=$1
 	shift
-	pack "$@" "$S/$name.sqfs" || { fail "packing $name ($*)"; echo "failed-$name"; return; }
+	pack "$@" "$S/$name.sqfs" || { log "packing $name ($*) failed"; echo "failed-$name"; return; }
 	sha "$S/$name.sqfs"
+}
+
+# packed LABEL SHA...: none of them a failed pack.
+packed() {
+	local label=$1 h
+	shift
+	for h in "$@"; do
+		[[ -n $h && $h != failed-* ]] || { fail "$label: the pack failed (${h:-no output})"; return 1; }
+	done
 }
 
 # same LABEL SHA: must equal the reference.
 same() {
+	packed "$1" "$2" "$REF" || return 0
 	if [[ $2 == "$REF" ]]; then
 		log "ok: $1"
 	else
@@ -38,6 +49,7 @@ same() {
 	fi
 }
 differs() {
+	packed "$1" "$2" "$REF" || return 0
 	if [[ $2 != "$REF" ]]; then
 		log "ok: $1 (changes the image)"
 	else

@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "quick.h"
+
 #include "config.h"
 #include "sqw/compressor.h"
 #include "sqw/meta_writer.h"
@@ -341,7 +343,7 @@ static void test_drain(void **state)
 
 	(void)state;
 	if (!sqw_comp_available(SQW_COMP_ZSTD))
-		skip();
+		skip_or_fail("compressor not built in");
 	assert_non_null(in);
 	fill_text(in, 1u << 20);
 	fd = memfd_create("drain", 0);
@@ -391,7 +393,7 @@ static void test_refs_zstd_text(void **state)
 {
 	(void)state;
 	if (!sqw_comp_available(SQW_COMP_ZSTD))
-		skip();
+		skip_or_fail("compressor not built in");
 	run_refs(SQW_COMP_ZSTD, 0);
 }
 
@@ -399,7 +401,7 @@ static void test_refs_zstd_random(void **state)
 {
 	(void)state;
 	if (!sqw_comp_available(SQW_COMP_ZSTD))
-		skip();
+		skip_or_fail("compressor not built in");
 	run_refs(SQW_COMP_ZSTD, 1);
 }
 
@@ -407,7 +409,7 @@ static void test_refs_gzip_text(void **state)
 {
 	(void)state;
 	if (!sqw_comp_available(SQW_COMP_GZIP))
-		skip();
+		skip_or_fail("compressor not built in");
 	run_refs(SQW_COMP_GZIP, 0);
 }
 
@@ -415,7 +417,7 @@ static void test_refs_gzip_random(void **state)
 {
 	(void)state;
 	if (!sqw_comp_available(SQW_COMP_GZIP))
-		skip();
+		skip_or_fail("compressor not built in");
 	run_refs(SQW_COMP_GZIP, 1);
 }
 
