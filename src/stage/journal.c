@@ -505,7 +505,11 @@ static int snap_nodes(struct stage *s, struct stage_jnl *j)
 
 	for (i = 0; i < s->islots; i++) {
 		for (n = s->itab[i]; n; n = n->hnext) {
-			if (!n->links && n != s->root)
+			/*
+			 * Nothing names it: gone at replay.  But an O_TMPFILE
+			 * not yet linked may be: its xattrs must be here then.
+			 */
+			if (!n->links && !n->unnamed && n != s->root)
 				continue;
 			if ((ret = snap_begin(j)) || (ret = put_node(&j->out, n)))
 				return ret;

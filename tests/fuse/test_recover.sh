@@ -137,6 +137,37 @@ sum=$(sha256sum <"$IMG" | cut -d' ' -f1)
 [[ $sum == "$REF" ]] && ok "recovered image equals sqfs-pack" || fail "recovered image $sum, sqfs-pack $REF"
 [[ -d $SP ]] && fail "spool left after the seal of a recovered tree" || ok "spool removed after the seal"
 
+# --- 1b: an O_TMPFILE across a journal rewrite ------------------------------
+# A seal (--keep) writes the journal anew from the live tree: an O_TMPFILE
+# open and not yet named must be in it, xattrs and all, for a linkat after
+# it names the file (the rewrite left it out: its xattrs were lost).
+mkdir -p "$WORK/o1b"
+IMG=$WORK/o1b/t.sqfs
+stage_mount "$IMG" "$WORK/m1b" -o $OPTS
+python3 - "$WORK/m1b" "$SEAL" <<'EOF' || fail "O_TMPFILE across a seal: the script failed"
+import ctypes, os, subprocess, sys
+mnt, seal = sys.argv[1:]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(mnt, os.O_TMPFILE | os.O_RDWR, 0o640)
+os.write(fd, b"made before the seal, named after it\n")
+os.setxattr("/proc/self/fd/%d" % fd, "user.kept", b"across the rewrite")
+subprocess.run([seal, "--keep", "--quiet", mnt], check=True)
+if libc.linkat(fd, b"", -100, os.path.join(mnt, "named").encode(), 0x1000):
+    raise OSError(ctypes.get_errno(), "linkat")
+os.close(fd)
+assert os.getxattr(os.path.join(mnt, "named"), "user.kept") == b"across the rewrite"
+EOF
+SP=$(spool_of "$IMG")
+crash "$WORK/m1b"
+stage_mount "$IMG" "$WORK/m1b" --recover "$SP" -o $OPTS
+got=$(getfattr --absolute-names --only-values -n user.kept "$WORK/m1b/named" 2>&1) || true
+[[ $got == "across the rewrite" ]] && ok "O_TMPFILE named after a journal rewrite: its xattr recovered" ||
+	fail "O_TMPFILE named after a journal rewrite: user.kept after the recovery: $got"
+"$SEAL" --quiet "$WORK/m1b" || fail "seal of the recovered O_TMPFILE"
+wait_daemon 0
+[[ $(unsquashfs -cat "$IMG" named 2>/dev/null) == "made before the seal, named after it" ]] &&
+	ok "O_TMPFILE named after a journal rewrite: in the image" || fail "O_TMPFILE after the recovery: not in the image"
+
 # --- 2: kill -9 at random points under an fsync'ing writer -----------------
 # The writer creates files with random sizes, modes and times, fsyncs each
 # and only then logs it as done (in a file outside the mount).
