@@ -374,6 +374,7 @@ void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		return;
 	}
 	if (fallocate(FH(fi)->fd, mode, off, len)) {
+		struct stage *s = S(req);
 		int err = errno;
 
 		/*
@@ -381,10 +382,25 @@ void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		 * file is what the spool's file system made it, here as after
 		 * a crash, and the kernel must ask for the size again.
 		 */
-		if (!(mode & FALLOC_FL_KEEP_SIZE) && size_moved(S(req), FH(fi))) {
-			data_changed(S(req), FH(fi), (uint64_t)off, (uint64_t)len, 0);
-			if (S(req)->se)
-				fuse_lowlevel_notify_inval_inode(S(req)->se, ino, -1, 0);
+		if (!(mode & FALLOC_FL_KEEP_SIZE) && size_moved(s, FH(fi))) {
+			data_changed(s, FH(fi), (uint64_t)off, (uint64_t)len, 0);
+			if (s->se)
+				fuse_lowlevel_notify_inval_inode(s->se, ino, -1, 0);
+		} else if ((mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) &&
+			   err != EOPNOTSUPP && err != EINVAL) {
+			/*
+			 * It may also have zeroed part of the range before it
+			 * failed (ext4 does, then ENOSPC): the stored blocks of
+			 * the range go, and the kernel's cache of it.  The times
+			 * stay.  (A mode the file system lacks changed nothing.)
+			 */
+			lock(s);
+			stage_pt_sync(s, FH(fi)->n);
+			stage_bg_changed(s, FH(fi)->n, (uint64_t)off, (uint64_t)len);
+			s->gen++;
+			unlock(s);
+			if (s->se)
+				fuse_lowlevel_notify_inval_inode(s->se, ino, off, len);
 		}
 		reply_err(req, err);
 		return;

@@ -501,6 +501,62 @@ else
 	fail "no recovery after the failed fallocate: $(tail -n 2 "$WORK/daemon.log")"
 fi
 
+# --- 7b: a failed fallocate that zeroed part of its range ---------------------
+# ext4 zeroes the first extents of a ZERO_RANGE, then fails with ENOSPC
+# where a hole needs blocks: the file reads zeros there, and the blocks the
+# background compressed before are stale.  The seal must not take them.
+S=$WORK/ext4b
+mkdir -p "$S"
+truncate -s 40M "$WORK/ext4b.img"
+mkfs.ext4 -q -F "$WORK/ext4b.img"
+mount -o loop "$WORK/ext4b.img" "$S" || skip_or_fail "cannot mount an ext4 loop image"
+LOOPS+=("$S")
+M=$WORK/m7b
+stage_mount "$WORK/sevenb.sqfs" "$M" -o "$SOPTS,spool=$S"
+python3 - "$M/f" <<'PYEOF2'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"0123456789abcdef" * (1 << 15))   # 512 KiB of data
+os.ftruncate(fd, 200 << 20)                      # then a hole to 200 MiB
+os.close(fd)
+PYEOF2
+wait_idle "$M"
+stored=$(field "$(status "$M")" stored_blocks)
+out=$(python3 - "$M/f" "$S/filler" <<'PYEOF2'
+import ctypes, errno, os, sys
+f, filler = sys.argv[1:]
+with open(filler, "wb") as w:   # the spool's file system full, beside the mount
+    try:
+        while True:
+            w.write(b"\xff" * (1 << 20))
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(f, os.O_RDWR)
+r = libc.fallocate(fd, 0x10 | 0x01, ctypes.c_long(0), ctypes.c_long(200 << 20))  # ZERO_RANGE|KEEP_SIZE
+print("fallocate", r, errno.errorcode.get(ctypes.get_errno(), "?") if r else "ok")
+os.close(fd)
+with open(f, "rb") as r:
+    print("head", r.read(16).hex())
+os.unlink(filler)
+PYEOF2
+) || fail "ZERO_RANGE on a full ext4 spool: $out"
+if [[ $out != *"fallocate -1 ENOSPC"* || $out != *"head 00000000000000000000000000000000"* ]]; then
+	log "note: ext4 did not zero part of the range before failing ($out): the case below is not the one it checks"
+	[[ ${CI-} != true ]] || fail "ZERO_RANGE on a full ext4 spool: $out (stored blocks: $stored)"
+fi
+"$SEAL" --keep --quiet "$M" || fail "seal after the failed ZERO_RANGE"
+mkdir -p "$WORK/copy7b"
+cp -a "$M/." "$WORK/copy7b/"
+"$PACK" -q "${OPTS[@]}" "$WORK/copy7b" "$WORK/ref7b.sqfs"
+if cmp -s "$WORK/sevenb.sqfs" "$WORK/ref7b.sqfs"; then
+	ok "failed ZERO_RANGE after $stored blocks were stored: the image is sqfs-pack's of the tree"
+else
+	fail "failed ZERO_RANGE after $stored blocks were stored: the image differs from sqfs-pack's (f begins $(unsquashfs -cat "$WORK/sevenb.sqfs" f | head -c 16 | od -An -c | tr -s ' '))"
+fi
+rm -rf -- "$WORK/copy7b" "$WORK/ref7b.sqfs"
+seal_wait "seal of the failed ZERO_RANGE"
+
 # --- 8: O_DIRECT writes into a full spool --------------------------------------
 # How the handle came to be O_DIRECT: at open, or later by fcntl (the
 # kernel sends the file's flags with each write, the daemon learns of no
