@@ -491,8 +491,9 @@ static void *bg_main(void *arg)
 		if (!n || !n->bg_queued || !S_ISREG(n->mode))
 			continue;
 		n->bg_queued = 0;
-		if (n->writers || !n->links)
-			continue;	/* queued again at its last release */
+		/* Writers: queued again at its last release.  bg_never since it was queued: never. */
+		if (n->writers || !n->links || n->bg_never)
+			continue;
 		nb = data_blocks(s, n);
 		for (i = 0; i < nb; i++) {
 			if (!block_missing(n, i))
