@@ -491,7 +491,7 @@ static void *bg_main(void *arg)
 		if (!n || !n->bg_queued || !S_ISREG(n->mode))
 			continue;
 		n->bg_queued = 0;
-		/* Writers: queued again at its last release.  bg_never since it was queued: never. */
+		/* Writers: queued again at its last release; bg_never (set since): seal only. */
 		if (n->writers || !n->links || n->bg_never)
 			continue;
 		nb = data_blocks(s, n);
