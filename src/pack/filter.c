@@ -97,6 +97,36 @@ int pack_filter_match(const struct pack_filter *f, const char *path, int is_dir)
 	return 0;
 }
 
+/*
+ * path as the tree reads it: "a//b", "a/./b" and "a/b/." are a/b (tar
+ * keeps member names as given to it).  Ending in "/" or "/.": a directory.
+ */
+static void path_normalize(char *path, int *is_dir)
+{
+	char *in = path, *out = path, *end;
+	size_t len = strlen(path);
+
+	if (len && (path[len - 1] == '/' ||
+		    (path[len - 1] == '.' && (len == 1 || path[len - 2] == '/'))))
+		*is_dir = 1;
+	while (*in) {
+		if (*in == '/') {
+			in++;
+			continue;
+		}
+		end = strchrnul(in, '/');
+		len = (size_t)(end - in);
+		if (!(len == 1 && *in == '.')) {
+			if (out != path)
+				*out++ = '/';
+			memmove(out, in, len);
+			out += len;
+		}
+		in = end;
+	}
+	*out = '\0';
+}
+
 int pack_filter_match_below(const struct pack_filter *f, const char *path, int is_dir)
 {
 	char *copy, *slash;
@@ -107,21 +137,14 @@ int pack_filter_match_below(const struct pack_filter *f, const char *path, int i
 	copy = strdup(path);
 	if (!copy)
 		return -ENOMEM;
+	path_normalize(copy, &is_dir);
 	for (slash = strchr(copy, '/'); slash && !hit; slash = strchr(slash + 1, '/')) {
 		*slash = '\0';
 		hit = *copy && pack_filter_match(f, copy, 1);
 		*slash = '/';
 	}
-	if (!hit) {
-		size_t len = strlen(copy);
-
-		/* "dir/" names a directory, whatever its type says. */
-		while (len && copy[len - 1] == '/') {
-			copy[--len] = '\0';
-			is_dir = 1;
-		}
-		hit = len && pack_filter_match(f, copy, is_dir);
-	}
+	if (!hit)
+		hit = *copy && pack_filter_match(f, copy, is_dir);
 	free(copy);
 	return hit;
 }

@@ -73,11 +73,37 @@ expect() {
 	else
 		fail "$what (--tar): $(diff <(listing "$WORK/want.sqfs") <(listing "$WORK/gotar.sqfs") | tr '\n' ' ' || true)"
 	fi
+	# The same members named with "//" and "/./" in them (tar keeps names
+	# as given): the patterns see them as the tree does.
+	if ! "$SQFS_PACK" "${PACK_OPTS[@]}" --tar "$@" "$WORK/gotodd.sqfs" <"$WORK/odd.tar" 2>"$WORK/err"; then
+		fail "$what (--tar, odd names): sqfs-pack failed: $(cat "$WORK/err")"
+	elif [[ $(listing "$WORK/gotodd.sqfs") == "$(listing "$WORK/want.sqfs")" ]]; then
+		log "ok: $what (--tar, names with // and /./: the same entries)"
+	else
+		fail "$what (--tar, odd names): $(diff <(listing "$WORK/want.sqfs") <(listing "$WORK/gotodd.sqfs") | tr '\n' ' ' || true)"
+	fi
 }
 
 # Members in an order where the hard link's target comes first: var/hl, then
 # a/x.c linking to it.
 tar -C "$S" --sort=name --numeric-owner -cf "$WORK/src.tar" ./var ./a ./b ./proc ./deep ./x.o ./link-to-obj
+# odd.tar: its members renamed ./a/b/c -> ./a/.//b/c (hard link targets too)
+"$PYTHON3" - "$WORK/src.tar" "$WORK/odd.tar" <<'EOF'
+import sys, tarfile
+def odd(n):
+    parts = n.split("/")
+    if len(parts) > 2:
+        parts.insert(2, ".")
+        return "/".join(parts[:3]) + "//" + "/".join(parts[3:])
+    return n
+with tarfile.open(sys.argv[1]) as i, tarfile.open(sys.argv[2], "w", format=tarfile.PAX_FORMAT) as o:
+    for m in i.getmembers():
+        data = i.extractfile(m) if m.isreg() else None
+        m.name = odd(m.name)
+        if m.islnk():
+            m.linkname = odd(m.linkname)
+        o.addfile(m, data)
+EOF
 
 section "patterns"
 expect "a name at any depth" a/x.o var/lib/x.o deep/a/b/c/f.o x.o -- -e '*.o'
