@@ -444,6 +444,7 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 	/* Nothing to overlap with: the archive is read as fast as the disk goes. */
 	if (c.in_place)
 		spool_rehearse_finish(sp);
+	sp->reading = 1;
 	for (;;) {
 		r = archive_read_next_header(a, &e);
 		if (r == ARCHIVE_EOF)
@@ -508,6 +509,7 @@ int tar_read(int fd, sqw_tree_t *tree, struct spool *sp, int keep_xattrs,
 		pack_warn(warn, "the ACLs of %d members were skipped in all\n",
 			c.warned_acl);
 out:
+	sp->reading = 0;
 	archive_read_free(a);
 	return ret;
 }

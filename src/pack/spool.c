@@ -144,6 +144,31 @@ int spool_file_append(struct spool *sp, struct spool_file *f, uint64_t off,
 	return 0;
 }
 
+/*
+ * A member given again while the archive is read (tar -r, tar -u) frees
+ * the earlier copy: its bytes in the spool are no one's, and an archive
+ * of many updates must not need room for all of them.  Best effort, whole
+ * pages already written; at the end (everything freed at once) nothing.
+ */
+static void spool_file_punch(const struct spool_file *f)
+{
+	const struct spool *sp = f->sp;
+	uint64_t written, a, b;
+	size_t i;
+
+	if (!sp || !sp->reading || f->in_place)
+		return;
+	written = sp->size - sp->fill;
+	for (i = 0; i < f->n; i++) {
+		a = align_up(f->ext[i].pos, 4096);
+		b = f->ext[i].pos + f->ext[i].len;
+		b = (b < written ? b : written) & ~(uint64_t)4095;
+		if (b > a)
+			(void)fallocate(sp->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)a, (off_t)(b - a));
+	}
+}
+
 void spool_file_free(void *p)
 {
 	struct spool_file *f = p;
@@ -154,6 +179,7 @@ void spool_file_free(void *p)
 	/* Its blocks still in flight are recorded into it: wait for them. */
 	if (f->sp && f->sp->ah)
 		spool_ahead_forget(f->sp->ah, f);
+	spool_file_punch(f);
 	free(f->stored);
 	free(f->ext);
 	free(f);

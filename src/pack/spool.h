@@ -15,6 +15,7 @@ struct spool {
 	size_t fill;
 	struct spool_ahead *ah;	/* compressing while reading (ahead.c), or NULL */
 	struct spool_rehearse *rh;	/* fragment blocks while reading (rehearse.c) */
+	int reading;		/* the archive is being read (read_tar.c) */
 };
 
 struct spool_extent {

@@ -483,6 +483,28 @@ out_of_room "writing the image" 10100k yes 786432 3 96
 # takes them, so 13.5 MiB is room enough, with no warning.
 out_of_room "taken blocks give their room back" 13824k no 3145728 1 96
 
+section "a member given again many times (tar -r, tar -u)"
+# Each copy but the last is freed as the next comes: its room in the spool
+# comes back, so a 48 MiB archive of one 6 MiB file, given 8 times, packs
+# from a pipe on a 24 MiB file system (all the copies would need 48).
+scratch_fs "$S/rep" 24m
+mkdir "$S/rep-src"
+for i in 1 2 3 4 5 6 7 8; do
+	head -c 6M /dev/urandom >"$S/rep-src/same"
+	tar -C "$S/rep-src" --numeric-owner -rf "$S/rep.tar" same
+done
+RC=0
+ERR=$(cat "$S/rep.tar" | "$SQFS_PACK" -q --tar --mkfs-time "$T" "$S/rep/r.sqfs" 2>&1) || RC=$?
+if ((RC)); then
+	fail "[member given 8 times] exit $RC: $ERR"
+elif unsquashfs -cat "$S/rep/r.sqfs" same | cmp -s - "$S/rep-src/same"; then
+	log "ok: [member given 8 times] packed on 24 MiB, the last copy in the image"
+else
+	fail "[member given 8 times] the image does not hold the last copy"
+fi
+umount_quiet "$S/rep"
+rm -rf -- "$S/rep" "$S/rep-src" "$S/rep.tar"
+
 # --- hostile input ---------------------------------------------------------------
 section "modes, links and xattr names as tar x reads them"
 # A file whose ACL mask is narrower than its group entry: the mode's group
