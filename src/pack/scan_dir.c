@@ -248,7 +248,7 @@ static int scan_subdir(struct scan *s, int *dirfdp, int fd, sqw_node_t *n)
 		up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (up < 0) {
 			if (!ret)
-				ret = fail(s, -errno, "opening the directory again");
+				ret = fail(s, -errno, "opening the directory above it again");
 		} else {
 			*dirfdp = up;
 			/* Moved meanwhile: ".." is another directory now. */

@@ -394,9 +394,14 @@ void stage_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 * the range go, and the kernel's cache of it.  The times
 			 * stay.  (A mode the file system lacks changed nothing.)
 			 */
+			struct stat st;
+
 			lock(s);
 			stage_pt_sync(s, FH(fi)->n);
 			stage_bg_changed(s, FH(fi)->n, (uint64_t)off, (uint64_t)len);
+			if (!fstat(FH(fi)->fd, &st))
+				node_set_blocks(FH(fi)->n, st.st_blocks);
+			stage_pt_settled(s, FH(fi)->n);
 			s->gen++;
 			unlock(s);
 			if (s->se)
