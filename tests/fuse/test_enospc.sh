@@ -52,6 +52,15 @@ small_fs() {
 	LOOPS+=("$1")
 }
 
+# ext4_fs DIR SIZE: a fresh ext4 of SIZE on a loop device at DIR (DIR.img).
+ext4_fs() {
+	mkdir -p "$1"
+	truncate -s "$2" "$1.img"
+	mkfs.ext4 -q -F "$1.img"
+	mount -o loop "$1.img" "$1" || skip_or_fail "cannot mount an ext4 loop image"
+	LOOPS+=("$1")
+}
+
 alive() { # LABEL: the daemon runs and the mount answers
 	if kill -0 "$DPID" 2>/dev/null && stat "$M" >/dev/null 2>&1 && ls "$M" >/dev/null 2>&1; then
 		ok "$1: daemon alive and answering"
@@ -439,11 +448,7 @@ fi
 # --- 7: a failed fallocate on an ext4 spool ----------------------------------
 need_cmd mkfs.ext4
 S=$WORK/ext4
-mkdir -p "$S"
-truncate -s 32M "$WORK/ext4.img"
-mkfs.ext4 -q -F "$WORK/ext4.img"
-mount -o loop "$WORK/ext4.img" "$S" || skip_or_fail "cannot mount an ext4 loop image"
-LOOPS+=("$S")
+ext4_fs "$S" 32M
 M=$WORK/m7
 stage_mount "$WORK/seven.sqfs" "$M" -o "$SOPTS,spool=$S,no_background"
 out=$(python3 - "$M" <<'PYEOF'
@@ -506,11 +511,7 @@ fi
 # where a hole needs blocks: the file reads zeros there, and the blocks the
 # background compressed before are stale.  The seal must not take them.
 S=$WORK/ext4b
-mkdir -p "$S"
-truncate -s 40M "$WORK/ext4b.img"
-mkfs.ext4 -q -F "$WORK/ext4b.img"
-mount -o loop "$WORK/ext4b.img" "$S" || skip_or_fail "cannot mount an ext4 loop image"
-LOOPS+=("$S")
+ext4_fs "$S" 40M
 M=$WORK/m7b
 stage_mount "$WORK/sevenb.sqfs" "$M" -o "$SOPTS,spool=$S"
 python3 - "$M/f" <<'PYEOF2'

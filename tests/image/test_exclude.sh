@@ -22,7 +22,6 @@ need_cmd tar unsquashfs mount umount
 T=1600000000
 PACK_OPTS=(-q -c gzip:1 --mkfs-time $T --all-time $T)
 
-sha() { sha256sum <"$1" | cut -d' ' -f1; }
 listing() { unsquashfs -l "$1" | sed -n 's|^squashfs-root||p' | sort; }
 
 S=$WORK/src

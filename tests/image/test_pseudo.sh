@@ -25,7 +25,6 @@ need_root
 need_cmd tar mknod mkfifo mksquashfs sqfsdiff sha256sum
 T=1700000000
 PACK_OPTS=(-q -c gzip:1 --mkfs-time $T)
-sha() { sha256sum <"$1" | cut -d' ' -f1; }
 
 S=$WORK/src
 mkdir -p "$S/bin" "$S/etc"
