@@ -11,11 +11,49 @@ FUSE_TESTS_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 STAGE= SEAL= PACK= WORK=
 MOUNTS=()	# FUSE mountpoints to unmount on exit
 LOOPS=()	# kernel mounts to unmount on exit
-DAEMONS=()	# daemon pids to kill on exit
+DAEMONS=()	# daemons to stop on exit, as PID:START (daemon_add)
 FAILURES=0
 DPID=
 
 log() { printf '%s\n' "$*" >&2; }
+
+# proc_start PID: the process's start time (clock ticks since boot), which
+# with its pid names it for good; fails if there is no such process.
+proc_start() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	# after "PID (COMM) ", whose COMM may hold spaces: field 22 is the 20th
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	[[ -n ${20-} ]] && echo "${20}"
+}
+
+# daemon_add PID: stop PID at exit if it is still that process.  A pid is
+# free again once its process is reaped (bash reaps background jobs as they
+# end), and with pid_max at 32768 (a 2-CPU machine) the suite goes round
+# the pids in minutes: the pid of a daemon that ended early can by the end
+# be another test's daemon, and a plain kill of it unmounted that test's
+# tree in the middle of its checks (seen in CI: "Transport endpoint is not
+# connected", then "not a sqfs-stage mount").
+daemon_add() {
+	local st
+	st=$(proc_start "$1") && DAEMONS+=("$1:$st")
+	return 0
+}
+
+# daemon_alive PID: PID is running and, if daemon_add took it, is still the
+# process it took (a zombie counts as gone).
+daemon_alive() {
+	local d st state
+	st=$(proc_start "$1") || return 1
+	state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ $state != Z ]] || return 1
+	for d in "${DAEMONS[@]}"; do
+		[[ ${d%%:*} != "$1" ]] || [[ ${d#*:} == "$st" ]] || return 1
+	done
+	return 0
+}
 
 skip_or_fail() {
 	if [[ ${CI-} == true ]]; then
@@ -111,13 +149,17 @@ cleanup() {
 		# (ENOTCONN), which is the one most in need of detaching.
 		fusermount3 -u -z "${MOUNTS[i]}" 2>/dev/null
 	done
+	local live=()
 	for i in "${DAEMONS[@]}"; do
-		kill "$i" 2>/dev/null
+		[[ $(proc_start "${i%%:*}") != "${i#*:}" ]] || live+=("${i%%:*}")
 	done
-	sleep 0.2
-	for i in "${DAEMONS[@]}"; do
-		kill -9 "$i" 2>/dev/null
-	done
+	if ((${#live[@]})); then
+		kill "${live[@]}" 2>/dev/null
+		sleep 0.2
+		for i in "${live[@]}"; do
+			daemon_alive "$i" && kill -9 "$i" 2>/dev/null
+		done
+	fi
 	if [[ -n $WORK && -d $WORK ]]; then
 		if [[ $rc -ne 0 && -s $WORK/daemon.log ]]; then
 			log "--- daemon log ---"
@@ -136,13 +178,13 @@ stage_mount() {
 	mkdir -p "$mnt"
 	"$STAGE" -f "$@" "$img" "$mnt" >>"$WORK/daemon.log" 2>&1 &
 	DPID=$!
-	DAEMONS+=("$DPID")
+	daemon_add "$DPID"
 	MOUNTS+=("$mnt")
 	for ((i = 0; i < 200; i++)); do
 		if mountpoint -q "$mnt"; then
 			return 0
 		fi
-		if ! kill -0 "$DPID" 2>/dev/null; then
+		if ! daemon_alive "$DPID"; then
 			break
 		fi
 		sleep 0.05
@@ -159,10 +201,10 @@ stage_mount() {
 wait_daemon() {
 	local want=${1-0} rc=0 i
 	for ((i = 0; i < 600; i++)); do
-		kill -0 "$DPID" 2>/dev/null || break
+		daemon_alive "$DPID" || break
 		sleep 0.05
 	done
-	if kill -0 "$DPID" 2>/dev/null; then
+	if daemon_alive "$DPID"; then
 		fail "daemon $DPID still running 30 s after it should have exited; killed"
 		# where it waits, for the log
 		local t

@@ -168,7 +168,7 @@ if [[ $PART == policy ]]; then
 	for ((i = 0; i < $(nproc); i++)); do
 		(while :; do :; done) &
 		BURN+=($!)
-		DAEMONS+=($!)	# the cleanup stops them if the test dies
+		daemon_add "$!"	# the cleanup stops them if the test dies
 	done
 	stage_mount "$WORK/g.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
 	cp -a "$SMALL/." "$M/"
@@ -206,7 +206,7 @@ while True:
     time.sleep(0.004)
 ' &
 		BURN+=($!)
-		DAEMONS+=($!)
+		daemon_add "$!"
 	done
 	stage_mount "$WORK/h.sqfs" "$M" -o comp=$COMP,block_size=$BS,mkfs_time=$MT
 	cp -a "$SMALL/." "$M/"

@@ -62,7 +62,7 @@ ext4_fs() {
 }
 
 alive() { # LABEL: the daemon runs and the mount answers
-	if kill -0 "$DPID" 2>/dev/null && stat "$M" >/dev/null 2>&1 && ls "$M" >/dev/null 2>&1; then
+	if daemon_alive "$DPID" && stat "$M" >/dev/null 2>&1 && ls "$M" >/dev/null 2>&1; then
 		ok "$1: daemon alive and answering"
 	else
 		fail "$1: daemon gone or mount dead"
@@ -146,8 +146,8 @@ recover_mount() { # SPOOL IMAGE: --recover at $M; 0 once it is mounted
 	local i
 	"$STAGE" -f -o recover="$1" "$2" "$M" >>"$WORK/daemon.log" 2>&1 &
 	DPID=$!
-	DAEMONS+=("$DPID")
-	for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+	daemon_add "$DPID"
+	for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; daemon_alive "$DPID" || break; sleep 0.05; done
 	mountpoint -q "$M"
 }
 
@@ -366,9 +366,9 @@ M=$WORK/m5
 mkdir -p "$M"
 (ulimit -n 24 && exec "$STAGE" -f -o "$SOPTS" "$WORK/five.sqfs" "$M") >"$WORK/five.log" 2>&1 &
 DPID=$!
-DAEMONS+=("$DPID")
+daemon_add "$DPID"
 MOUNTS+=("$M")
-for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; daemon_alive "$DPID" || break; sleep 0.05; done
 mountpoint -q "$M" || fail "no mount under ulimit -n 24: $(tail -n 2 "$WORK/five.log")"
 hold() { # PREFIX: open files in the mount until one fails; print "COUNT ERRNO"
 	python3 - "$M" "$1" <<'PY'

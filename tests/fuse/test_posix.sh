@@ -75,7 +75,7 @@ run_pjd stage "$M"
 P=$WORK/pt
 mkdir -p "$P"
 "$PT" -f -o allow_other,default_permissions "$WORK/back" "$P" >>"$WORK/pt.log" 2>&1 &
-DAEMONS+=("$!")
+daemon_add "$!"
 MOUNTS+=("$P")
 for ((i = 0; i < 200; i++)); do
 	mountpoint -q "$P" && break

@@ -43,12 +43,16 @@ spool_of() { # IMAGE: the one spool directory beside it
 }
 
 crash() { # crash MOUNTPOINT [WRITER_PID]: kill -9 the daemon, drop the dead mount
+	local wst=
+	# the writer as it is now: once the daemon dies it may end, and its
+	# pid go to another process
+	[[ -z ${2-} ]] || wst=$(proc_start "$2") || true
 	kill -9 "$DPID" 2>/dev/null || true
 	wait "$DPID" 2>/dev/null || true
 	# The writer must be gone before the mount is detached, or it would go
 	# on writing into the bare mountpoint directory underneath.
 	if [[ -n ${2-} ]]; then
-		kill -9 "$2" 2>/dev/null || true
+		[[ -z $wst || $(proc_start "$2") != "$wst" ]] || kill -9 "$2" 2>/dev/null || true
 		wait "$2" 2>/dev/null || true
 	fi
 	fusermount3 -u -z "$1" 2>/dev/null || true
@@ -322,7 +326,7 @@ wait "$DPID" 2>/dev/null || true
 cmd=$(sed -n 's/.*; to get it back: \(.*\) (see sqfs-stage(1), CRASHES)$/\1/p' "$WORK/err")
 if [[ -n $cmd ]] && PATH=$(dirname "$STAGE"):$PATH bash -c "$cmd" 2>>"$WORK/err"; then
 	dpid=$(pgrep -n -f "sqfs-stage --recover .*q r.sqfs" || true)
-	[[ -n $dpid ]] && DAEMONS+=("$dpid")
+	[[ -n $dpid ]] && daemon_add "$dpid"
 	"$SEAL" --quiet "$MQ" || fail "seal after the printed recovery"
 	[[ $(unsquashfs -cat "$WORK/q r.sqfs" f 2>/dev/null) == kept ]] &&
 		ok "the printed recovery command, run as printed: $cmd" ||

@@ -21,12 +21,6 @@ set -euo pipefail
 start_test "$@"
 need_loop
 
-# running PID: alive and not a zombie (a zombie has exited; its parent
-# just has not reaped it yet).
-running() {
-	kill -0 "$1" 2>/dev/null && [[ $(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) != Z ]]
-}
-
 M=$WORK/m
 mkdir -p "$M" "$WORK/full"
 touch "$WORK/full/x"
@@ -263,11 +257,11 @@ done
 IMG=$WORK/fsize.sqfs
 (ulimit -f 4096 && exec "$STAGE" -f -o no_passthrough "$IMG" "$M" >>"$WORK/daemon.log" 2>&1) &
 DPID=$!
-DAEMONS+=("$DPID")
+daemon_add "$DPID"
 for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; sleep 0.05; done
 rc=0
 head -c 5M /dev/zero >"$M/big" 2>"$WORK/err" || rc=$?
-[[ $rc != 0 ]] && grep -q "File too large" "$WORK/err" && kill -0 "$DPID" &&
+[[ $rc != 0 ]] && grep -q "File too large" "$WORK/err" && daemon_alive "$DPID" &&
 	ok "write past ulimit -f: EFBIG, daemon alive" || fail "write past ulimit -f: rc $rc, $(cat "$WORK/err")"
 "$SEAL" --quiet "$M" || fail "seal after EFBIG"
 wait_daemon 0
@@ -481,11 +475,11 @@ IMG=$WORK/daemon.sqfs
 MOUNTS+=("$M")
 mountpoint -q "$M" && ok "daemonised mount" || fail "daemonised mount missing"
 dpid=$(pgrep -n -f "sqfs-stage -o mkfs_time=7 $IMG" || true)
-[[ -n $dpid ]] && DAEMONS+=("$dpid")
+[[ -n $dpid ]] && daemon_add "$dpid"
 seq 1 100000 >"$M/numbers"
 "$SEAL" --quiet "$M" || fail "sqfs-seal of a daemonised mount"
 mountpoint -q "$M" && fail "still mounted after sqfs-seal"
-[[ -n $dpid ]] && running "$dpid" && fail "daemon still running after sqfs-seal"
+[[ -n $dpid ]] && daemon_alive "$dpid" && fail "daemon still running after sqfs-seal"
 # a new image: 0666 less the umask the daemon was started with
 [[ $(stat -c %a "$IMG") == 640 ]] && ok "new image mode 640 (umask 027)" || fail "new image mode $(stat -c %a "$IMG"), umask 027"
 loop_mount "$IMG" "$WORK/k4" && {
@@ -499,7 +493,7 @@ IMG=$WORK/closed.sqfs
 "$STAGE" -o mkfs_time=8 "$IMG" "$M" <&- >&- 2>&- || fail "start with 0-2 closed"
 MOUNTS+=("$M")
 dpid=$(pgrep -n -f "sqfs-stage -o mkfs_time=8 $IMG" || true)
-[[ -n $dpid ]] && DAEMONS+=("$dpid")
+[[ -n $dpid ]] && daemon_add "$dpid"
 if mkdir "$M/dir" && echo hello >"$M/dir/f" 2>"$WORK/err"; then
 	ok "0-2 closed: a file made in the mount"
 else

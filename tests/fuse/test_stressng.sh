@@ -120,7 +120,7 @@ run() {
 	else
 		ok "stress-ng $label: bogo ops $ops ($((SECONDS - t1)) s)"
 	fi
-	if ! kill -0 "$DPID" 2>/dev/null || ! mountpoint -q "$M"; then
+	if ! daemon_alive "$DPID" || ! mountpoint -q "$M"; then
 		fail "the daemon died during stress-ng $label"
 		finish
 	fi

@@ -67,13 +67,13 @@ user_mount() {
 	chown "$NOBODY:$NOGROUP" "$2"
 	as_user "$WORK/tools/sqfs-stage" -f -o "$4" "$1" "$2" >>"$3" 2>&1 &
 	DPID=$!
-	DAEMONS+=("$DPID")
+	daemon_add "$DPID"
 	MOUNTS+=("$2")
 	# findmnt, not mountpoint(1): root may not stat a mount of another
 	# user's that lacks allow_other.
 	for ((i = 0; i < 200; i++)); do
 		findmnt -n "$2" >/dev/null && break
-		kill -0 "$DPID" 2>/dev/null || break
+		daemon_alive "$DPID" || break
 		sleep 0.05
 	done
 	findmnt -n "$2" >/dev/null || { log "FAIL: the user's sqfs-stage did not mount: $(cat "$3")"; exit 1; }
