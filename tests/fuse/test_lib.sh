@@ -21,7 +21,7 @@ reuse_pid() {
 	local try p
 	for ((try = 0; try < 50; try++)); do
 		echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid
-		sleep 300 &
+		sleep 300 </dev/null >/dev/null 2>&1 &
 		p=$!
 		[[ $p == "$1" ]] && return 0
 		kill "$p"
@@ -33,7 +33,7 @@ reuse_pid() {
 # A stand-in daemon, gone before the end of the test, its pid taken again
 # by a process the test did not start ("another test's daemon", made by a
 # child shell so that it is not this shell's job).
-sleep 300 &
+sleep 300 </dev/null >/dev/null 2>&1 &
 GONE=$!
 daemon_add "$GONE"
 daemon_alive "$GONE" && ok "a running daemon is alive" || fail "a running daemon is not alive"
