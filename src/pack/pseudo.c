@@ -364,20 +364,43 @@ static int pfail(struct pack_err *err, const struct pack_pseudo_def *d, int code
 	return code;
 }
 
-/* The path with its leading slashes and "./" gone, as the tree walks it. */
-static const char *bare(const char *p)
+/* The next component of *p, as the tree walks it: "" and "." skipped. */
+static size_t component(const char **p)
 {
-	while (*p == '/' || (p[0] == '.' && p[1] == '/'))
-		p += *p == '/' ? 1 : 2;
-	return p;
+	size_t len;
+
+	for (;;) {
+		while (**p == '/')
+			(*p)++;
+		len = strcspn(*p, "/");
+		if (!(len == 1 && **p == '.'))
+			return len;
+		*p += len;
+	}
+}
+
+/* Do a and b name one entry ("a//b/./c" and "/a/b/c" do)? */
+static int same_path(const char *a, const char *b)
+{
+	size_t la, lb;
+
+	for (;;) {
+		la = component(&a);
+		lb = component(&b);
+		if (la != lb || memcmp(a, b, la))
+			return 0;
+		if (!la)
+			return 1;
+		a += la;
+		b += lb;
+	}
 }
 
 /* Did a definition before the i-th make the entry it names? */
 static int made_by_def(const struct pack_pseudo *ps, size_t i)
 {
 	for (size_t k = 0; k < i; k++)
-		if (!strchr("mx", ps->d[k].type) &&
-		    !strcmp(bare(ps->d[k].path), bare(ps->d[i].path)))
+		if (!strchr("mx", ps->d[k].type) && same_path(ps->d[k].path, ps->d[i].path))
 			return 1;
 	return 0;
 }

@@ -85,6 +85,13 @@ if "$SQFS_PACK" "${PACK_OPTS[@]}" "${PFLAGS[@]}" "$S" "$WORK/got.sqfs" 2>"$WORK/
 		grep -q "pseudo definition '/nx c 600 0 0 1 3': an earlier definition made the entry; ignored" \
 			"$WORK/err2" && log "ok: a second definition of one path is named as such" ||
 			fail "second definition of one path: $(cat "$WORK/err2")"
+		# the same path spelt with "//" and "/./" (as the tree walks it)
+		"$SQFS_PACK" "${PACK_OPTS[@]}" -p 'nx d 755 0 0' -p 'nx/y d 755 0 0' \
+			-p './/nx/.//y/ c 600 0 0 1 3' "$S" "$WORK/dup2.sqfs" 2>"$WORK/err2" ||
+			fail "two spellings of one path failed"
+		grep -q "pseudo definition './/nx/.//y/ c 600 0 0 1 3': an earlier definition made the entry; ignored" \
+			"$WORK/err2" && log "ok: a second definition of one path spelt with // and /./ is named as such" ||
+			fail "second definition of one path spelt with // and /./: $(cat "$WORK/err2")"
 	else
 		fail "pseudo definitions: image differs from the real tree's: $(sqfsdiff -a "$WORK/want.sqfs" -b "$WORK/got.sqfs" 2>&1 | head -n 10 | tr '\n' ' ' || true)"
 	fi
