@@ -101,6 +101,8 @@ int sqw_comp_config_check(const sqw_comp_config_t *cfg, const char **msg)
 	case SQW_COMP_XZ:
 		if (cfg->level < 0 || cfg->level > 9)
 			FAIL("xz level must be 0..9");
+		if (dict && bs < 8192)
+			FAIL("xz dict cannot be set with blocks under 8K");
 		if (dict && (dict < 8192 || dict > bs))
 			FAIL("xz dict must be 8K..block size");
 		if (dict && !xz_dict_ok(dict))

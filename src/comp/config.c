@@ -348,7 +348,13 @@ size_t sqw_comp_config_options(const sqw_comp_config_t *cfg, uint8_t *buf)
 	case SQW_COMP_XZ:
 		if (dict == cfg->block_size && filters == 0)
 			return 0;
-		put_le32(buf, dict);
+		/*
+		 * The kernel's decoder takes no larger dictionary than this, and
+		 * the metadata blocks are compressed with 8 KiB (without options
+		 * it assumes max(block size, 8 KiB)): 4K blocks with a filter
+		 * must announce 8K, or no compressed inode could be read.
+		 */
+		put_le32(buf, dict < SQW_COMP_META_BLOCK ? SQW_COMP_META_BLOCK : dict);
 		put_le32(buf + 4, filters);
 		return 8;
 	case SQW_COMP_LZ4:	/* mandatory for the kernel: version 1, flags */

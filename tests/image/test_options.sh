@@ -129,6 +129,7 @@ comp_bad xz,dict=0 "bad xz dict size '0'"
 comp_bad xz,dict=4K "xz dict must be 8K"
 comp_bad xz,dict=5000 "xz dict must be"
 comp_bad xz,dict=2M "xz dict must be 8K..block size"
+pack_bad "--comp 'xz,dict=8K': xz dict cannot be set with blocks under 8K" -b 4K -c xz,dict=8K
 comp_bad xz,bcj=bogus "unknown xz bcj filter 'bogus'"
 comp_bad xz,extreme=1 "xz option 'extreme' takes no value"
 comp_bad lz4,hc=1 "lz4 option 'hc' takes no value"
