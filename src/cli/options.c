@@ -161,8 +161,11 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 		val = "";
 	if (!strcmp(key, "comp")) {
 		/* ':' before settings works on the command line and in -o */
-		if (!*val || strlen(val) >= sizeof(o->comp_spec))
+		if (!*val)
 			BAD("%s: give a compressor as NAME[:LEVEL][:KEY=VAL...]", name);
+		if (strlen(val) >= sizeof(o->comp_spec))
+			BAD("%s: %zu characters, more than any compressor and its settings "
+			    "take (%zu)", name, strlen(val), sizeof(o->comp_spec) - 1);
 		snprintf(o->comp_spec, sizeof(o->comp_spec), "%s", val);
 	} else if (!strcmp(key, "block_size")) {
 		if (cli_parse_size(val, &v) || v < 4096 || v > (1u << 20) ||

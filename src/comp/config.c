@@ -307,7 +307,7 @@ int sqw_comp_config_parse(sqw_comp_config_t *cfg, const char *spec,
 		}
 		if (!vp && t.len && t.p[0] >= '0' && t.p[0] <= '9')
 			FAIL(have_level ? fmt_msg("%s level given twice", name) :
-			     fmt_msg("a %s level goes right after the name (%s:%.*s)",
+			     fmt_msg("the %s level goes right after the name (%s:%.*s)",
 				     name, name, TOKQ(&t)));
 		if (apply_key(&tmp, name, &t, vp, msg))
 			return -EINVAL;

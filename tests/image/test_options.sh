@@ -79,6 +79,7 @@ section "sqfs-pack: compressors and levels"
 comp_bad bogus "unknown compressor 'bogus'"
 comp_bad ZSTD "unknown compressor"
 pack_bad "--comp: give a compressor as NAME\\[:LEVEL\\]\\[:KEY=VAL\\.\\.\\.\\]" -c ''
+pack_bad "--comp: 200 characters, more than any compressor and its settings take \\(127\\)" -c "zstd$(printf '0%.0s' {1..196})"
 comp_bad ,zstd "unknown compressor ''"
 for c in gzip:0 gzip:10 lzo:0 lzo:10 zstd:0 zstd:23 lz4:0 lz4:13 xz:10 lzma:10; do
 	comp_bad "$c" "${c%%:*} (hc )?level must be"
@@ -101,7 +102,7 @@ grep -Eq 'zstd: libzstd [0-9]' <<<"$v" && log "ok: --version: ${v//$'\n'/ | }" |
 section "sqfs-pack: compressor keys"
 # ':' also separates keys (comp=xz:9:bcj=x86 passes -o without escaping)
 comp_bad zstd:1:2 "zstd level given twice"
-comp_bad zstd,3 "a zstd level goes right after the name \\(zstd:3\\)"
+comp_bad zstd,3 "the zstd level goes right after the name \\(zstd:3\\)"
 comp_bad xz,bcj=x86,bcj=arm "xz option 'bcj' given twice"
 pack_ok -c gzip:zlib
 pack_ok -c gzip:zlib:window=12

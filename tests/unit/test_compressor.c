@@ -537,7 +537,7 @@ static void test_parse_errors(void **state)
 		{ "xz,dict=0x5000", "bad xz dict size '0x5000'" },
 		{ "xz,dict=20K", "xz dict must be 2^n or 3*2^n bytes" },
 		{ "zstd:3:3", "zstd level given twice" },
-		{ "zstd,3", "a zstd level goes right after the name (zstd:3)" },
+		{ "zstd,3", "the zstd level goes right after the name (zstd:3)" },
 		{ "xz,bcj=x86,bcj=arm", "xz option 'bcj' given twice" },
 		{ "gzip:zlib,zlib", "gzip option 'zlib' given twice" },
 		{ "lz4:hc:hc", "lz4 option 'hc' given twice" },
