@@ -361,6 +361,19 @@ expect_exit 1 "sqfs-stage: -o recover: $WORK/afile: not a writable directory" \
 	"$STAGE" --recover "$WORK/afile" "$WORK/o4/u.sqfs" "$WORK/m5"
 expect_exit 1 "sqfs-stage: spool directory $WORK/absent: No such file or directory" \
 	"$STAGE" -o spool="$WORK/absent" "$WORK/o4/u.sqfs" "$WORK/m5"
+# An empty SPOOL is a usage error, and nothing is read for it (it once
+# read "/options", and showed what a file there held as the spool's options).
+for arg in -orecover= --recover=; do
+	rc=0
+	strace -f -e trace=open,openat -o "$WORK/st5" "$STAGE" "$arg" "$WORK/o4/u.sqfs" "$WORK/m5" \
+		2>"$WORK/err5" || rc=$?
+	if ((rc == 2)) && grep -q "recover: give the spool directory" "$WORK/err5" &&
+		! grep -q '"/options"' "$WORK/st5"; then
+		ok "$arg with no directory: exit 2, nothing read"
+	else
+		fail "$arg with no directory: exit $rc, $(cat "$WORK/err5"), $(grep -c '"/options"' "$WORK/st5") opens of /options"
+	fi
+done
 mountpoint -q "$WORK/m5" && fail "mounted on a bad --recover"
 [[ -e $WORK/o4/u.sqfs ]] && fail "a refused mount left an image"
 ls -d "$WORK"/o4/.u.sqfs.spool.* 2>/dev/null && fail "a refused mount left a spool"
@@ -566,24 +579,42 @@ grep -q "options is missing: the image options are the defaults and those given 
 "$SEAL" --quiet "$M" || fail "seal of test 8b"
 wait_daemon 0
 
-# --- 9: -o pseudo_file again with --recover -----------------------------------------
-# The entries it made are in the journal: given again, they are ignored with
-# a warning each, after the recovery message, and the tree is as it was.
+# --- 9: -o pseudo_file across a crash -------------------------------------------
+# The definitions are kept in the spool: a recovery without the file (gone
+# meanwhile) seals what the lost daemon would have, the entries the tree
+# lost made again and the m definition applied; given again, a definition
+# is not doubled, and the entries the recovered tree has draw no warning.
 mkdir -p "$WORK/o9"
 IMG=$WORK/o9/p.sqfs
 M=$WORK/m9
-printf 'dev d 755 0 0\ndev/null c 666 0 0 1 3\n' >"$WORK/pseudo9.txt"
+printf 'dev d 755 0 0\ndev/null c 666 0 0 1 3\nx m 4755 3 4\n' >"$WORK/pseudo9.txt"
 stage_mount "$IMG" "$M" -o "$OPTS,pseudo_file=$WORK/pseudo9.txt"
 SP=$(spool_of "$IMG")
+echo y >"$M/x"
+chmod 644 "$M/x"
+rm -r "$M/dev"
 echo after >"$M/after"
 crash "$M"
+mv "$WORK/pseudo9.txt" "$WORK/pseudo9.away"
+: >"$WORK/daemon.log"
+stage_mount "$IMG" "$M" --recover "$SP"
+[[ $(cat "$M/after") == after ]] || fail "pseudo_file across a crash: the tree was not recovered"
+"$SEAL" --keep --quiet "$M" || fail "seal of test 9"
+unsquashfs -lln "$IMG" >"$WORK/o9/list" 2>&1 || fail "unsquashfs -lln: $(cat "$WORK/o9/list")"
+if grep -q "^crw-rw-rw- 0/0 .* 1, *3 .* squashfs-root/dev/null$" "$WORK/o9/list" &&
+	grep -q "^-rwsr-xr-x 3/4 .* squashfs-root/x$" "$WORK/o9/list"; then
+	ok "pseudo_file across a crash: the recovered seal made dev/null again and applied x's m"
+else
+	fail "pseudo_file across a crash: $(grep -E 'dev|/x$' "$WORK/o9/list" | tr '\n' ' ')"
+fi
+crash "$M"
+mv "$WORK/pseudo9.away" "$WORK/pseudo9.txt"
 : >"$WORK/daemon.log"
 stage_mount "$IMG" "$M" --recover "$SP" -o "pseudo_file=$WORK/pseudo9.txt"
-if [[ $(stat -c '%F %t:%T' "$M/dev/null") == "character special file 1:3" && $(cat "$M/after") == after ]] &&
-	sed -n '/recovered .* inodes/,$p' "$WORK/daemon.log" | grep -q "warning: pseudo definition 'dev/null c 666 0 0 1 3' (.*pseudo9.txt:2): the entry exists; ignored"; then
-	ok "pseudo_file with --recover: entries kept, definitions ignored with warnings"
+if [[ $(grep -c . "$SP/pseudo") == 3 ]] && ! grep -q "pseudo definition" "$WORK/daemon.log"; then
+	ok "pseudo_file given again with --recover: kept once, no warnings"
 else
-	fail "pseudo_file with --recover: $(ls -l "$M" "$M/dev" 2>&1 | tr '\n' ' ') / $(cat "$WORK/daemon.log")"
+	fail "pseudo_file given again with --recover: $(cat "$SP/pseudo" "$WORK/daemon.log" | tr '\n' ' ')"
 fi
 rm -r "$M/after" "$M/dev"
 touch -r "$SRC" "$M"

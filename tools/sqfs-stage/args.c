@@ -289,8 +289,11 @@ int recover_options(int *argc, char ***av, char **err)
 	(void)fuse_opt_parse(&pre, &spool, NULL, find_recover);
 	fuse_set_log_func(NULL);
 	fuse_opt_free_args(&pre);
-	if (!spool)
+	if (!spool || !*spool) {
+		/* "-o recover=" is a usage error the parse names: read nothing */
+		free(spool);
 		return 0;
+	}
 	ret = spoolopts_read(spool, &kept, &n, &shown);
 	if (ret == -ENOENT) {
 		/* no spool at all: stage_spool_open() says what is wrong */

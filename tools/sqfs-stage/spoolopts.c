@@ -8,6 +8,10 @@
  * and last the times in effect (mkfs_time may have come from
  * SOURCE_DATE_EPOCH or the clock, either from "now").  On recovery they
  * come first, so options given with --recover win.
+ *
+ * SPOOL/pseudo: the -o pseudo_file definitions, one a line as given, so
+ * that a recovery makes and re-owns the same entries at its seals without
+ * the file, which may have changed or gone since.
  */
 #include "spoolopts.h"
 
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #define OPTS_FILE "options"
+#define PSEUDO_FILE "pseudo"
 #define OPTS_MAX (64 * 1024)
 
 int spoolopts_add(struct spoolopts *o, const char *arg)
@@ -84,33 +89,23 @@ static int same_contents(const char *path, const char *p, size_t len)
 	return same;
 }
 
-int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_time,
-		    int64_t all_time, int sync)
+/*
+ * SPOOL/NAME made to hold the len bytes at want, by a rename.  A recovery
+ * with nothing new to say writes nothing: a full spool recovers.
+ */
+static int write_file(const char *spool, const char *name, const char *want,
+		      size_t want_len, int sync)
 {
-	char *path = NULL, *tmp = NULL, *want = NULL;
-	size_t want_len = 0;
-	FILE *f = NULL, *text;
+	char *path = NULL, *tmp = NULL;
+	FILE *f;
 	int ret = -ENOMEM;
 
-	/* A recovery rewrites it with the options it was given too. */
-	if (asprintf(&path, "%s/" OPTS_FILE, spool) < 0)
+	if (asprintf(&path, "%s/%s", spool, name) < 0)
 		return -ENOMEM;
 	if (asprintf(&tmp, "%s.new", path) < 0) {
 		tmp = NULL;
 		goto out;
 	}
-	text = open_memstream(&want, &want_len);
-	if (!text)
-		goto out;
-	for (size_t i = 0; i < o->n; i++)
-		fprintf(text, "%s\n", o->v[i]);
-	/* As numbers: "now" was the lost daemon's now. */
-	fprintf(text, "mkfs_time=%u\n", mkfs_time);
-	if (all_time >= 0)
-		fprintf(text, "all_time=%lld\n", (long long)all_time);
-	if (fclose(text))
-		goto out;
-	/* A recovery with nothing new to say writes nothing: a full spool recovers. */
 	if (same_contents(path, want, want_len)) {
 		ret = 0;
 		goto out;
@@ -131,9 +126,91 @@ int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_
 	if (ret)
 		unlink(tmp);
 out:
-	free(want);
 	free(tmp);
 	free(path);
+	return ret;
+}
+
+int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_time,
+		    int64_t all_time, int sync)
+{
+	char *want = NULL;
+	size_t want_len = 0;
+	FILE *text;
+	int ret = -ENOMEM;
+
+	/* A recovery rewrites it with the options it was given too. */
+	text = open_memstream(&want, &want_len);
+	if (!text)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->n; i++)
+		fprintf(text, "%s\n", o->v[i]);
+	/* As numbers: "now" was the lost daemon's now. */
+	fprintf(text, "mkfs_time=%u\n", mkfs_time);
+	if (all_time >= 0)
+		fprintf(text, "all_time=%lld\n", (long long)all_time);
+	if (!fclose(text))
+		ret = write_file(spool, OPTS_FILE, want, want_len, sync);
+	free(want);
+	return ret;
+}
+
+int spoolopts_pseudo_merge(const char *spool, struct pack_pseudo *given, char *msg,
+			   size_t msglen)
+{
+	struct pack_pseudo all = { 0 };
+	char *path = NULL;
+	size_t i, k;
+	int ret;
+
+	if (asprintf(&path, "%s/" PSEUDO_FILE, spool) < 0)
+		return -ENOMEM;
+	ret = access(path, F_OK) ? 0 : pack_pseudo_add_file(&all, path, msg, msglen);
+	free(path);
+	if (ret)
+		goto fail;
+	for (i = 0; i < given->n; i++) {
+		for (k = 0; k < all.n && strcmp(all.d[k].def, given->d[i].def); k++)
+			;
+		if (k < all.n)
+			continue;	/* given again, as the start-up message says */
+		ret = pack_pseudo_add(&all, given->d[i].def, given->d[i].where, msg, msglen);
+		if (ret)
+			goto fail;
+	}
+	pack_pseudo_free(given);
+	*given = all;
+	return 0;
+fail:
+	if (ret == -ENOMEM)
+		snprintf(msg, msglen, "out of memory");
+	pack_pseudo_free(&all);
+	return ret;
+}
+
+int spoolopts_pseudo_write(const char *spool, const struct pack_pseudo *ps, int sync)
+{
+	char *want = NULL, *path = NULL;
+	size_t want_len = 0;
+	FILE *text;
+	int ret = -ENOMEM;
+
+	if (!ps->n) {
+		/* a spool made without definitions has none to keep */
+		if (asprintf(&path, "%s/" PSEUDO_FILE, spool) < 0)
+			return -ENOMEM;
+		ret = unlink(path) && errno != ENOENT ? -errno : 0;
+		free(path);
+		return ret;
+	}
+	text = open_memstream(&want, &want_len);
+	if (!text)
+		return -ENOMEM;
+	for (size_t i = 0; i < ps->n; i++)
+		fprintf(text, "%s\n", ps->d[i].def);
+	if (!fclose(text))
+		ret = write_file(spool, PSEUDO_FILE, want, want_len, sync);
+	free(want);
 	return ret;
 }
 

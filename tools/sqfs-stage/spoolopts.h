@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pack/pack.h"
+
 /* The image's -o options, to be kept in SPOOL/options (spoolopts.c). */
 struct spoolopts {
 	char **v;
@@ -24,5 +26,13 @@ int spoolopts_write(const struct spoolopts *o, const char *spool, uint32_t mkfs_
  * with *shown (malloc'ed) saying which and why.
  */
 int spoolopts_read(const char *spool, char ***out, int *n, char **shown);
+/*
+ * Recovery: *given becomes the definitions kept in SPOOL/pseudo, then
+ * those of *given not among them (the same text).  -errno with msg.
+ */
+int spoolopts_pseudo_merge(const char *spool, struct pack_pseudo *given, char *msg,
+			   size_t msglen);
+/* Write SPOOL/pseudo: ps's definitions, as given; none: no file. */
+int spoolopts_pseudo_write(const char *spool, const struct pack_pseudo *ps, int sync);
 
 #endif

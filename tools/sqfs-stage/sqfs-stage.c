@@ -156,6 +156,17 @@ int main(int argc, char **argv)
 			full_hint(ret, !!p.recover));
 		goto out_spool;
 	}
+	/* The definitions outlive a crash as the image options do. */
+	if (p.recover && (ret = spoolopts_pseudo_merge(s.spool, &p.pseudo, msg, sizeof(msg)))) {
+		fprintf(stderr, "%s: -o recover: %s\n", prog, msg);
+		goto out_spool;
+	}
+	ret = spoolopts_pseudo_write(s.spool, &p.pseudo, !s.no_sync);
+	if (ret) {
+		fprintf(stderr, "%s: %s/pseudo: %s%s\n", prog, s.spool, strerror(-ret),
+			full_hint(ret, !!p.recover));
+		goto out_spool;
+	}
 	cli_fd_limit_raise();
 	cli_unwinder_preload();
 	if (stage_init(&s, getuid(), getgid())) {
@@ -194,7 +205,9 @@ int main(int argc, char **argv)
 			"lost power before an fsync), and the changes after that point are "
 			"lost; check the tree before sealing\n", prog,
 			(unsigned long long)jst.good_bytes, (unsigned long long)jst.later_batches);
-	if (p.pseudo.n && (ret = stage_pseudo_apply(&s, &p.pseudo, stderr, msg, sizeof(msg)))) {
+	/* A recovered tree holds what the definitions made: no warning for those. */
+	if (p.pseudo.n && (ret = stage_pseudo_apply(&s, &p.pseudo, p.recover ? NULL : stderr,
+						    msg, sizeof(msg)))) {
 		fprintf(stderr, "%s: -o pseudo_file: %s: %s\n", prog, msg, strerror(-ret));
 		goto out_spool;
 	}
