@@ -86,6 +86,17 @@ int stage_claim_image(struct stage *s, pid_t *holder)
 	return -EBUSY;
 }
 
+/*
+ * After fuse_daemonize(): a later mount names the pid the credentials of
+ * the listen() give, which was the parent's, gone by then; a second
+ * listen() records this process's (Linux's unix_listen()).
+ */
+void stage_claim_refresh(struct stage *s)
+{
+	if (s->claimfd >= 0)
+		(void)listen(s->claimfd, 64);
+}
+
 void stage_claim_release(struct stage *s)
 {
 	if (s->claimfd >= 0)

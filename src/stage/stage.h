@@ -290,6 +290,7 @@ struct stage {
  * or its exit.  -EBUSY: another process's, *holder its pid (0 if unknown).
  */
 int stage_claim_image(struct stage *s, pid_t *holder);
+void stage_claim_refresh(struct stage *s);
 void stage_claim_release(struct stage *s);
 
 int stage_init(struct stage *s, uid_t uid, gid_t gid);

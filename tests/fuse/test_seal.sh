@@ -767,6 +767,25 @@ echo newer >"$M/newer"
 wait_daemon 0
 list=$(unsquashfs -l "$IMG" 2>&1 | grep -o 'squashfs-root/[a-z]*$' | tr '\n' ' ')
 [[ $list == "squashfs-root/newer " ]] && ok "the image is the newer mount's" || fail "the image holds: $list"
+# Daemonised (no -f), the pid named is the daemon's, not that of the
+# process that started it and has exited since.
+IMG=$WORK/claimd.sqfs
+"$STAGE" -o mkfs_time=9 "$IMG" "$M" || fail "daemonised start (claim)"
+MOUNTS+=("$M")
+OLD=$(pgrep -n -f "sqfs-stage -o mkfs_time=9 $IMG" || true)
+if [[ -z $OLD ]]; then
+	fail "no daemonised sqfs-stage found"
+else
+	daemon_add "$OLD"
+	echo older >"$M/older"
+	kill -STOP "$OLD"
+	fusermount3 -u "$M"
+	expect_exit 1 "claimd.sqfs: still being written by the sqfs-stage daemon (pid $OLD) of an unmounted mount" \
+		"$STAGE" "$IMG" "$M"
+	kill -CONT "$OLD"
+	for ((i = 0; i < 600; i++)); do daemon_alive "$OLD" || break; sleep 0.05; done
+	daemon_alive "$OLD" && fail "the daemonised daemon did not exit after its unmount"
+fi
 
 # --- -s: seals run beside the one thread that serves requests --------------
 # Served in that thread, a seal never saw a close still on its way when it

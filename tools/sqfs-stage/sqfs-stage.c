@@ -258,6 +258,7 @@ int main(int argc, char **argv)
 		fuse_session_unmount(se);
 		goto out_signals;
 	}
+	stage_claim_refresh(&s);
 	if (fo.singlethread) {
 		ret = fuse_session_loop(se);
 	} else {
