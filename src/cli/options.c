@@ -162,7 +162,7 @@ int cli_opt_set(struct cli_opts *o, const char *name, const char *val,
 	if (!strcmp(key, "comp")) {
 		/* ':' before settings works on the command line and in -o */
 		if (!*val)
-			BAD("%s: give a compressor as NAME[:LEVEL][:KEY=VAL...]", name);
+			BAD("%s: give a compressor as NAME[:LEVEL][:KEY[=VALUE]...]", name);
 		if (strlen(val) >= sizeof(o->comp_spec))
 			BAD("%s: %zu characters, more than any compressor and its settings "
 			    "take (%zu)", name, strlen(val), sizeof(o->comp_spec) - 1);

@@ -211,6 +211,9 @@ int spool_rehearse_start(struct spool *sp, const char *dir, const struct sqw_ima
 
 	if (mode && !strcmp(mode, "never"))
 		return 0;
+	if (mode && *mode && strcmp(mode, "always"))
+		pack_warn(warn, "SQFS_PACK_REHEARSE='%s' is neither 'never' nor 'always': "
+			  "ignored\n", mode);
 	rh = calloc(1, sizeof(*rh));
 	if (!rh)
 		return -ENOMEM;

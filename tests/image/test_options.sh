@@ -78,7 +78,7 @@ comp_bad() {
 section "sqfs-pack: compressors and levels"
 comp_bad bogus "unknown compressor 'bogus'"
 comp_bad ZSTD "unknown compressor"
-pack_bad "--comp: give a compressor as NAME\\[:LEVEL\\]\\[:KEY=VAL\\.\\.\\.\\]" -c ''
+pack_bad "--comp: give a compressor as NAME\\[:LEVEL\\]\\[:KEY\\[=VALUE\\]\\.\\.\\.\\]" -c ''
 pack_bad "--comp: 200 characters, more than any compressor and its settings take \\(127\\)" -c "zstd$(printf '0%.0s' {1..196})"
 comp_bad ,zstd "unknown compressor ''"
 for c in gzip:0 gzip:10 lzo:0 lzo:10 zstd:0 zstd:23 lz4:0 lz4:13 xz:10 lzma:10; do
@@ -260,7 +260,7 @@ stage_bad "force_gid '-1': not a gid" force_gid=-1
 stage_bad "option 'no_fragments' takes no value" no_fragments=1
 # serial=0 must not turn serial on unnoticed
 stage_bad "option 'serial' takes no value" serial=0
-stage_bad "-o comp: give a compressor as NAME\\[:LEVEL\\]\\[:KEY=VAL\\.\\.\\.\\]" comp=
+stage_bad "-o comp: give a compressor as NAME\\[:LEVEL\\]\\[:KEY\\[=VALUE\\]\\.\\.\\.\\]" comp=
 stage_bad "no_fragments.*always_fragments" no_fragments,always_fragments
 stage_bad "-o spool: give a directory" spool=
 stage_bad "unknown option.*bogus_key" bogus_key=1

@@ -327,6 +327,14 @@ if [[ ${SQFS_TEST_QUICK-} != 1 ]]; then	# what they change is the bytes
 	bg 5 slow_frags "--always-fragments --no-dedup" --always-fragments --no-dedup
 fi
 bg_wait
+# Another value is named, not silently taken for the default.
+if err=$(SQFS_PACK_REHEARSE=bogus "$SQFS_PACK" -q --tar "$OUT/bogus.sqfs" <"$S/ar/fr.tar" 2>&1) &&
+	grep -q "warning: SQFS_PACK_REHEARSE='bogus' is neither 'never' nor 'always': ignored" <<<"$err"; then
+	log "ok: SQFS_PACK_REHEARSE=bogus: packed, with a warning naming it"
+else
+	fail "SQFS_PACK_REHEARSE=bogus: $err"
+fi
+rm -f -- "$OUT/bogus.sqfs"
 rm -rf -- "$FR" "$S/ar/fr.tar"
 # Out of room with rehearsed fragment blocks: 600 files of 32 KiB of base64
 # text (tails only: no data blocks to compress ahead) from a slow stream.
