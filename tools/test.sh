@@ -14,8 +14,9 @@
 #   tsan      TSan build, every suite but "sequential"           (build-test-tsan)
 #   valgrind  the normal build's unit suite under valgrind memcheck
 #   fuzz      clang libFuzzer build, smoke runs of tests/fuzz/fuzz_tar
-#             (FUZZ_SECONDS, default 12) and fuzz_pseudo (FUZZ_PSEUDO_SECONDS,
-#             default 6); runs when no suite or "fuzz" is named
+#             (FUZZ_SECONDS, default 12), fuzz_pseudo (FUZZ_PSEUDO_SECONDS,
+#             default 6) and fuzz_journal (FUZZ_JOURNAL_SECONDS, default 6);
+#             runs when no suite or "fuzz" is named
 #
 # Sanitizer reports fail the run even when the process that made them did not
 # fail its test (a daemonised sqfs-stage, a child whose status nobody reads):
@@ -35,6 +36,7 @@
 #
 # Environment: BUILD_DIR (normal build, default build-test; the others add
 # -asan, -tsan, -fuzz), TEST_MODES, TEST_JOBS, FUZZ_SECONDS, FUZZ_CC,
+# FUZZ_PSEUDO_SECONDS, FUZZ_JOURNAL_SECONDS,
 # TSAN_FSX_OPS (fsx operations per file in the tsan mode, 6000),
 # TEST_FAIL_FAST=1 (stop at the first failing mode), SQFS_TEST_QUICK (1 in
 # the asan, tsan and valgrind modes; 0 there runs the normal mode's full
@@ -247,9 +249,10 @@ mode_fuzz() {
 			-Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=enabled
 	fi
 	# Only the fuzz targets: the rest of this build is the asan mode's.
-	meson compile -C "$dir" tests/fuzz/fuzz_tar tests/fuzz/fuzz_pseudo
+	meson compile -C "$dir" tests/fuzz/fuzz_tar tests/fuzz/fuzz_pseudo tests/fuzz/fuzz_journal
 	run_fuzzer "$dir" tar "$secs" 65536 corpus || rc=1
 	run_fuzzer "$dir" pseudo "${FUZZ_PSEUDO_SECONDS:-6}" 4096 corpus-pseudo || rc=1
+	run_fuzzer "$dir" journal "${FUZZ_JOURNAL_SECONDS:-6}" 8192 corpus-journal || rc=1
 	return $rc
 }
 
