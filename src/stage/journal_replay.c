@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,13 +51,44 @@ static void get_time(struct rd *r, struct timespec *t)
 	t->tv_nsec = (long)get32(r);
 }
 
+/*
+ * What a batch that checks out may still hold only if it was damaged (or
+ * made by hand) is damage too: the replay stops there, as at a bad
+ * checksum, rather than build a tree the mount could not have made and
+ * the seal could not write (or would write as a corrupt image).
+ */
+static int node_ok(mode_t mode, uint64_t rdev, const uint8_t *t, uint32_t tlen)
+{
+	if (mode & ~(mode_t)(S_IFMT | 07777))
+		return 0;
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFIFO: case S_IFSOCK:
+		return 1;
+	case S_IFCHR: case S_IFBLK:
+		return rdev <= UINT32_MAX;	/* the kernel's dev_t in a FUSE mknod */
+	case S_IFLNK:
+		/* the kernel's bounds for a target: 1..PATH_MAX-1 bytes, no NUL */
+		return tlen && tlen < PATH_MAX && !memchr(t, 0, tlen);
+	default:
+		return 0;
+	}
+}
+
+/* A name a directory can hold. */
+static int name_ok(const char *name, size_t len)
+{
+	return len && len <= STAGE_NAME_MAX && !memchr(name, '/', len) &&
+	       !memchr(name, 0, len) && !(len == 1 && name[0] == '.') &&
+	       !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
 static int apply_node(struct stage *s, struct rd *r, int doit)
 {
 	fuse_ino_t ino = get64(r);
 	mode_t mode = get32(r);
 	uid_t uid = get32(r);
 	gid_t gid = get32(r);
-	dev_t rdev = (dev_t)get64(r);
+	uint64_t rdev = get64(r);
 	struct timespec at, mt, ct;
 	struct snode *n;
 	uint32_t tlen;
@@ -67,7 +99,7 @@ static int apply_node(struct stage *s, struct rd *r, int doit)
 	get_time(r, &ct);
 	tlen = get32(r);
 	t = take(r, tlen);
-	if (r->bad || ino < FUSE_ROOT_ID)
+	if (r->bad || ino < FUSE_ROOT_ID || !node_ok(mode, rdev, t, tlen))
 		return -EINVAL;
 	if (!doit)
 		return 0;
@@ -75,7 +107,7 @@ static int apply_node(struct stage *s, struct rd *r, int doit)
 	if (n && (n->mode & S_IFMT) != (mode & S_IFMT))
 		return -EINVAL;
 	if (!n) {
-		n = stage_new_node_ino(s, ino, mode, uid, gid, rdev);
+		n = stage_new_node_ino(s, ino, mode, uid, gid, (dev_t)rdev);
 		if (!n)
 			return -ENOMEM;
 	}
@@ -83,7 +115,7 @@ static int apply_node(struct stage *s, struct rd *r, int doit)
 	if (stage_node_set_owner(s, n, uid, gid))
 		return -ENOMEM;
 	if (S_ISCHR(n->mode) || S_ISBLK(n->mode))
-		n->rdev = rdev;
+		n->rdev = (dev_t)rdev;
 	n->atime = at;
 	n->mtime = mt;
 	n->ctime = ct;
@@ -108,7 +140,7 @@ static int apply_entry(struct stage *s, struct rd *r, int type, int doit)
 	const char *name = (const char *)take(r, len);
 	struct snode *dir, *n;
 
-	if (r->bad || !len || len > STAGE_NAME_MAX)
+	if (r->bad || !name_ok(name, len))
 		return -EINVAL;
 	if (!doit)
 		return 0;
@@ -132,25 +164,35 @@ static int apply_xattr(struct stage *s, struct rd *r, int type, int doit)
 	const uint8_t *name = take(r, len), *v = NULL;
 	struct snode *n;
 	char buf[256];
+	int ret;
 
 	if (type == R_XSET) {
 		size = get32(r);
 		v = take(r, size);
 	}
-	if (r->bad || !len || len >= sizeof(buf))
+	if (r->bad || !len || len >= sizeof(buf) || memchr(name, 0, len))
+		return -EINVAL;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	/* as setxattr through the mount would take it (ops_xattr.c) */
+	if (xattr_name_check(buf) ||
+	    (ino == FUSE_ROOT_ID &&
+	     (!strcmp(buf, STAGE_SEAL_XATTR) || !strcmp(buf, STAGE_STATUS_XATTR))))
 		return -EINVAL;
 	if (!doit)
 		return 0;
 	n = stage_get(s, ino);
 	if (!n)
 		return -EINVAL;
-	memcpy(buf, name, len);
-	buf[len] = '\0';
 	if (type == R_XDEL) {
 		xattr_remove(n, buf);
 		return 0;
 	}
-	return xattr_set(n, buf, v, size, 0);
+	/* the kernel gives user. attributes to files and directories only */
+	if (!strncmp(buf, "user.", 5) && !S_ISREG(n->mode) && !S_ISDIR(n->mode))
+		return -EINVAL;
+	ret = xattr_set(n, buf, v, size, 0);
+	return ret == -ENOMEM ? ret : ret ? -EINVAL : 0;
 }
 
 /* One batch: node states first, then entries and xattrs in order. */
@@ -187,21 +229,29 @@ static int apply_batch(struct stage *s, const uint8_t *p, size_t len)
 	return 0;
 }
 
+struct extra {
+	struct snode *dir;
+	struct sdirent *d;
+};
+
 /*
  * Count the links of everything reachable from root, directory by
  * directory from a list rather than by recursion: a staged tree may be
- * nested deeper than any thread's stack.  -ENOMEM.
+ * nested deeper than any thread's stack.  A directory has one name, which
+ * the mount keeps so; a second one (the root's, or one inside the
+ * directory itself: a cycle) is damage, and goes.  -ENOMEM.
  */
-static int reach(struct snode *root, uint64_t pass)
+static int reach(struct stage *s, uint64_t pass, uint64_t *dropped)
 {
 	struct snode **todo = NULL;
-	size_t n = 0, cap = 0, k;
+	struct extra *extra = NULL;
+	size_t n = 0, cap = 0, nx = 0, xcap = 0, k;
 	struct sdirent *d;
 	int ret = 0;
 
 	if (array_reserve((void **)&todo, &cap, 1, sizeof(*todo)))
 		return -ENOMEM;
-	todo[n++] = root;
+	todo[n++] = s->root;
 	while (n && !ret) {
 		struct snode *dir = todo[--n];
 
@@ -209,6 +259,14 @@ static int reach(struct snode *root, uint64_t pass)
 			for (d = dir->tab[k]; d; d = d->next) {
 				struct snode *c = d->node;
 
+				if (S_ISDIR(c->mode) && c->sqw_pass == pass) {
+					ret = array_reserve((void **)&extra, &xcap, nx + 1,
+							    sizeof(*extra));
+					if (ret)
+						break;
+					extra[nx++] = (struct extra){ dir, d };
+					continue;
+				}
 				c->links++;
 				if (c->sqw_pass == pass)
 					continue;
@@ -223,6 +281,11 @@ static int reach(struct snode *root, uint64_t pass)
 			}
 		}
 	}
+	/* Each entry apart from the others of its directory: all still there. */
+	for (k = 0; !ret && k < nx; k++)
+		dir_del(s, extra[k].dir, extra[k].d->name, extra[k].d->len);
+	*dropped += ret ? 0 : nx;
+	free(extra);
 	free(todo);
 	return ret;
 }
@@ -356,7 +419,7 @@ static int settle(struct stage *s, uint64_t *dropped, uint64_t *detached)
 	s->root->parent = s->root;
 	s->root->sqw_pass = s->pass;
 	/* A partial count would drop what the walk did not get to. */
-	if (reach(s->root, s->pass))
+	if (reach(s, s->pass, dropped))
 		return -ENOMEM;
 	for (i = 0; i < s->islots; i++) {
 		for (n = s->itab[i]; n; n = next) {
@@ -469,11 +532,14 @@ static int replay(struct stage *s, int fd, struct stage_jnl_stats *st)
 	while (len > off && !buf[len - 1])
 		len--;
 	st->torn_bytes = len - off;
-	st->later_batches = count_later(buf, off + 1, len);
-	if (ret == -EINVAL) {
-		/* A batch that checks out but does not apply: stop there too. */
+	/*
+	 * A batch that checks out but does not apply (or could not have been
+	 * written: node_ok(), name_ok()) is damage: stop there too, and count
+	 * it with the batches after it, so that the recovery says so.
+	 */
+	st->later_batches = count_later(buf, ret == -EINVAL ? off : off + 1, len);
+	if (ret == -EINVAL)
 		ret = 0;
-	}
 out:
 	free(buf);
 	return ret;

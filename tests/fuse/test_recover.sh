@@ -348,6 +348,47 @@ grep -q "later batches in it check out: it was damaged there" "$WORK/daemon.log"
 n=$(find "$M" -maxdepth 1 -name 'f*' | wc -l)
 ((n > 0 && n < 30)) && ok "recovered up to the damage: $n of 30 files" || fail "recovered $n of 30 files"
 
+# --- 4c: a batch that checks out but could not have been written ------------
+# (a name with '/', then a directory given a second name inside itself): the
+# replay stops at the first such batch, says the journal was damaged there,
+# and the tree recovered up to it seals.
+D4B=$DPID SP4B=$SP IMG4B=$IMG
+IMG=$WORK/o4/c.sqfs
+M=$WORK/m4c
+stage_mount "$IMG" "$M" -o $OPTS
+echo one >"$M/one"
+mkdir "$M/d"
+SP=$(spool_of "$IMG")
+dino=$(stat -c %i "$M/d")
+crash "$M"
+python3 - "$SP/journal" "$dino" <<'EOF'
+import ctypes, ctypes.util, struct, sys
+x = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
+x.XXH64.restype = ctypes.c_uint64
+x.XXH64.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64]
+def batch(p):
+    return struct.pack("<IIQ", 0x424A5153, len(p), x.XXH64(p, len(p), 0)) + p
+def add(d, c, name):
+    return struct.pack("<BQQI", 2, d, c, len(name)) + name
+path, d = sys.argv[1], int(sys.argv[2])
+b = open(path, "rb").read().rstrip(b"\0")
+b += batch(add(1, d, b"x/y")) + batch(add(d, d, b"self"))
+open(path, "wb").write(b)
+EOF
+: >"$WORK/daemon.log"
+stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS
+if grep -q "yet 2 later batches in it check out: it was damaged there" "$WORK/daemon.log" &&
+	[[ $(ls "$M" | tr '\n' ' ') == "d one " && -z $(ls "$M/d") ]]; then
+	ok "a batch naming an entry 'x/y' stops the replay, told as damage"
+else
+	fail "a batch naming 'x/y': $(ls -R "$M" | tr '\n' ' '), $(grep -E 'recovered|damaged' "$WORK/daemon.log" | tail -n 2)"
+fi
+"$SEAL" --quiet "$M" || fail "seal of test 4c"
+wait_daemon 0
+[[ $(unsquashfs -cat "$IMG" one 2>/dev/null) == one ]] && ok "4c: the recovered tree sealed" ||
+	fail "4c: the image lacks one"
+M=$WORK/m4b DPID=$D4B SP=$SP4B IMG=$IMG4B
+
 # --- 5: wrong uses of --recover ------------------------------------------------
 mkdir -p "$WORK/m5" "$WORK/nospool"
 : >"$WORK/afile"

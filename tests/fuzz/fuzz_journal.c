@@ -26,7 +26,12 @@
  * batches are framed again before the replay: each one the replay would
  * read next (magic, and a length that fits) gets its checksum recomputed,
  * unless the input stored 0 there (the checksum of a batch that does not
- * check out).  The input itself stays as real journals are (the seeds).
+ * check out).  The input itself stays as real journals are (the seeds:
+ * journals of a killed daemon, and damaged-*, the smallest journals that
+ * each once got a tree the seal could not write past the replay: a name
+ * with '/', NUL or "..", a node of no file type, a device number no
+ * kernel gives, an xattr setxattr refuses, a directory named twice or
+ * inside itself).
  * FUZZ_JOURNAL_RAW=1 feeds the input as it is.
  *
  * FUZZ_JOURNAL_ALLOW=a,b,... turns checks into warnings, to hunt past a

@@ -190,8 +190,8 @@ int main(int argc, char **argv)
 	}
 	if (p.recover)
 		fprintf(stderr, "%s: recovered %llu inodes from %s (%llu journal batches; "
-			"%llu bytes of a last batch cut short ignored; %llu entries without "
-			"data dropped)\n", prog, (unsigned long long)s.inodes, s.spool,
+			"%llu bytes of a last batch cut short ignored; %llu entries dropped: "
+			"files without data, directories' second names)\n", prog, (unsigned long long)s.inodes, s.spool,
 			(unsigned long long)jst.batches, (unsigned long long)jst.torn_bytes,
 			(unsigned long long)jst.dropped);
 	if (p.recover && jst.detached)
