@@ -195,13 +195,16 @@ static int apply_xattr(struct stage *s, struct rd *r, int type, int doit)
 	return ret == -ENOMEM ? ret : ret ? -EINVAL : 0;
 }
 
-/* One batch: node states first, then entries and xattrs in order. */
+/*
+ * One batch: each record checked first (a damaged batch changes nothing),
+ * then node states, then entries and xattrs in order.
+ */
 static int apply_batch(struct stage *s, const uint8_t *p, size_t len)
 {
 	struct rd r;
 	int pass, ret;
 
-	for (pass = 0; pass < 2; pass++) {
+	for (pass = -1; pass < 2; pass++) {
 		r.p = p;
 		r.end = p + len;
 		r.bad = 0;
