@@ -194,6 +194,7 @@ static ssize_t send_patched(struct stage *s, int fd, struct iovec *iov, int coun
 	struct iovec v[8];
 	char arg[256];
 	uint32_t x, max_write, ring = 0;
+	struct stage_uring *ur = NULL;
 	uint16_t max_pages;
 	ssize_t r;
 
@@ -218,8 +219,22 @@ static ssize_t send_patched(struct stage *s, int fd, struct iovec *iov, int coun
 			memcpy(arg + INIT_OUT_STACK, &(uint32_t){ PT_STACK_DEPTH }, 4);
 		}
 		if (stage_pt_ring_wanted(s)) {
-			x |= PT_FLAG2_OVER_IO_URING;
-			ring = 1;
+			/*
+			 * Offered, the rings must work: the kernel then holds
+			 * every request until each CPU's ring has an entry.
+			 */
+			int err;
+
+			memcpy(&max_write, arg + INIT_OUT_MAX_WRITE, 4);
+			memcpy(&max_pages, arg + INIT_OUT_MAX_PAGES, 2);
+			err = stage_uring_prepare(s, s->se, fd, max_write, max_pages, &ur);
+			if (err) {
+				stage_log(s, LOG_WARNING, "FUSE over io_uring is off (%s); "
+					  "requests go through /dev/fuse", strerror(-err));
+			} else {
+				x |= PT_FLAG2_OVER_IO_URING;
+				ring = 1;
+			}
 		}
 		memcpy(arg + INIT_OUT_FLAGS2, &x, 4);
 	} else {
@@ -237,15 +252,17 @@ static ssize_t send_patched(struct stage *s, int fd, struct iovec *iov, int coun
 	v[1].iov_len = iov[1].iov_len;
 	r = out(s, fd, v, 2);
 	/* The rings can only be registered once the kernel has taken the INIT answer. */
-	if (ring && r > 0) {
-		int err;
+	if (ring && r <= 0) {
+		stage_uring_discard(s, ur);
+	} else if (ring) {
+		int err = stage_uring_start(s, ur);
 
-		memcpy(&max_write, arg + INIT_OUT_MAX_WRITE, 4);
-		memcpy(&max_pages, arg + INIT_OUT_MAX_PAGES, 2);
-		err = stage_uring_start(s, s->se, fd, max_write, max_pages);
+		/* Nothing is left but to say so: the kernel waits for the rings. */
 		if (err)
-			stage_log(s, LOG_WARNING, "FUSE over io_uring is off (%s); "
-				  "requests go through /dev/fuse", strerror(-err));
+			stage_log(s, LOG_ERR, "FUSE over io_uring could not start (%s) after "
+				  "the kernel was told of it: requests to the mount wait; "
+				  "unmount it (fusermount3 -u) and mount again with "
+				  "-o no_uring", strerror(-err));
 	}
 	return r;
 }

@@ -517,12 +517,15 @@ void stage_sealer_free(struct stage *s);
 
 /*
  * uring.c: requests through one io_uring per CPU (Linux 6.14+, fuse module
- * parameter enable_uring).  Start once the kernel has the INIT answer;
- * stop after the session loop has ended.
+ * parameter enable_uring).  Prepare before the INIT answer, which offers
+ * the rings only if that worked; start once the kernel has that answer
+ * (or discard them); stop after the session loop has ended.
  */
 struct stage_uring;
-int stage_uring_start(struct stage *s, struct fuse_session *se, int fd,
-		      uint32_t max_write, uint32_t max_pages);
+int stage_uring_prepare(struct stage *s, struct fuse_session *se, int fd,
+			uint32_t max_write, uint32_t max_pages, struct stage_uring **out);
+void stage_uring_discard(struct stage *s, struct stage_uring *u);
+int stage_uring_start(struct stage *s, struct stage_uring *u);
 void stage_uring_stop(struct stage *s);
 /* An answer for a ring entry goes there: 1 and *res, else 0. */
 int stage_uring_reply(struct stage *s, const struct iovec *iov, int count, ssize_t *res);

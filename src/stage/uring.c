@@ -13,8 +13,11 @@
  * request is laid out as read(2) would return it and handed to
  * fuse_session_process_buf(); the answer comes back through the session's
  * custom writev (passthrough.c), which gives it to stage_uring_reply().
- * FORGET, INTERRUPT, notifications, and everything until every CPU's ring
- * holds an entry still go through /dev/fuse and libfuse's own loop.
+ * FORGET, INTERRUPT and notifications still go through /dev/fuse and
+ * libfuse's own loop.  Once the INIT answer offers the rings, the kernel
+ * holds every other request until each CPU's ring holds an entry: the
+ * rings are made before that answer (stage_uring_prepare), which offers
+ * them only if that worked, and registered after it (stage_uring_start).
  */
 #include <errno.h>
 #include <linux/io_uring.h>
@@ -322,6 +325,17 @@ static int cqe_next(struct ur_queue *q, struct io_uring_cqe *out)
 	return 1;
 }
 
+/* The CPUs a thread serving queue qid runs on: qid, if the daemon may. */
+static void pin_set(const struct stage_uring *u, int qid, cpu_set_t *set)
+{
+	if (qid < CPU_SETSIZE && CPU_ISSET(qid, &u->cpus)) {
+		CPU_ZERO(set);
+		CPU_SET(qid, set);
+	} else {
+		*set = u->cpus;
+	}
+}
+
 static void *queue_main(void *arg)
 {
 	struct ur_queue *q = arg;
@@ -333,9 +347,13 @@ static void *queue_main(void *arg)
 
 	snprintf(name, sizeof(name), "sqfs-ring%d", q->qid);
 	pthread_setname_np(pthread_self(), name);
-	/* Off-line or forbidden CPUs send us nothing; the entries must exist all the same. */
-	CPU_ZERO(&set);
-	CPU_SET(q->qid, &set);
+	/*
+	 * On its CPU where the daemon may run there (taskset, CPUAffinity=),
+	 * else on those it may: callers on a CPU denied to us still queue on
+	 * its ring, and a thread may widen its own mask.  Off-line CPUs send
+	 * nothing; the entries must exist all the same.
+	 */
+	pin_set(u, q->qid, &set);
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	pthread_mutex_lock(&q->sq_lock);
 	for (i = 0; i < UR_ENTRIES; i++)
@@ -527,15 +545,15 @@ static void wake_handler(int sig)
 	(void)sig;
 }
 
-int stage_uring_start(struct stage *s, struct fuse_session *se, int fd,
-		      uint32_t max_write, uint32_t max_pages)
+int stage_uring_prepare(struct stage *s, struct fuse_session *se, int fd,
+			uint32_t max_write, uint32_t max_pages, struct stage_uring **out)
 {
 	struct stage_uring *u;
 	long page = sysconf(_SC_PAGESIZE);
 	struct sigaction sa;
-	sigset_t all, old;
 	int nq, i, k, err = 0;
 
+	*out = NULL;
 	if (s->uring)
 		return -EALREADY;
 	nq = possible_cpus();
@@ -602,12 +620,30 @@ int stage_uring_start(struct stage *s, struct fuse_session *se, int fd,
 		stage_uring_stop(s);
 		return err;
 	}
+	*out = u;
+	return 0;
+}
+
+void stage_uring_discard(struct stage *s, struct stage_uring *u)
+{
+	if (!u)
+		return;
+	/* no thread, nothing registered: stop only frees */
+	__atomic_store_n(&s->uring, u, __ATOMIC_RELEASE);
+	stage_uring_stop(s);
+}
+
+int stage_uring_start(struct stage *s, struct stage_uring *u)
+{
+	sigset_t all, old;
+	int i, err = 0;
+
 	__atomic_store_n(&s->uring, u, __ATOMIC_RELEASE);
 	/* The threads take no signal but ours: libfuse's handlers belong to its loop. */
 	sigfillset(&all);
 	sigdelset(&all, UR_WAKE_SIGNAL);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (i = 0; i < nq; i++) {
+	for (i = 0; i < u->nq; i++) {
 		err = -pthread_create(&u->q[i].thread, NULL, queue_main, &u->q[i]);
 		if (err)
 			break;
@@ -672,8 +708,7 @@ void stage_uring_repin(struct stage *s)
 
 	if (!u || !cur_ent)
 		return;
-	CPU_ZERO(&set);
-	CPU_SET(cur_ent->q->qid, &set);
+	pin_set(u, cur_ent->q->qid, &set);
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_uring.sh SQFS_STAGE SQFS_SEAL SQFS_PACK
+# test_uring.sh SQFS_STAGE SQFS_SEAL SQFS_PACK NORING
 #
 # FUSE over io_uring (Linux 6.14 and later, fuse parameter enable_uring):
 # the daemon takes requests through one ring per CPU.  The test turns the
@@ -19,12 +19,16 @@
 #     journal again (a ring answers once the handler returns);
 #   - a seal does not hold up its ring: it waits for a close made on its
 #     CPU, and makes a pseudo entry again while a create from that CPU
-#     waits in its directory.
+#     waits in its directory;
+#   - io_uring refused (NORING: seccomp) leaves the mount on /dev/fuse, not
+#     hung; under taskset -c 0 no ring thread runs elsewhere.
 set -euo pipefail
 # shellcheck source=tests/fuse/lib.sh
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 start_test "$@"
+NORING=${4:-}
+[[ -x $NORING ]] || { log "FAIL: give the noring helper (build/tests/fuse/noring) as the fourth argument"; exit 1; }
 need_loop
 need_cmd getfattr cmp taskset strace
 PARAM=/sys/module/fuse/parameters/enable_uring
@@ -35,6 +39,8 @@ OPTS=comp=zstd:3,block_size=64K,mkfs_time=$MT,all_time=$MT,suid,dev
 OLD=$(cat "$PARAM")
 restore() {
 	local rc=$?
+	# (exit "$rc") below must not end this shell before the cleanup
+	set +e
 	echo "$OLD" >"$PARAM" 2>/dev/null || true
 	(exit "$rc")
 	cleanup
@@ -280,5 +286,69 @@ seal_waits_for_close "$M" "$WORK/beside.sqfs" "rings" taskset -c 0
 seal_during_create "$M" "rings" taskset -c 0
 fusermount3 -u "$M"
 wait_daemon 0
+
+# --- 8: rings refused (io_uring_disabled, a container's seccomp profile) ---
+# The rings are made before the INIT answer offers them: refused, the
+# answer does not offer them and the mount works through /dev/fuse (once
+# offered, the kernel holds every request until each CPU's ring has an
+# entry: every call into the mount hung).
+M=$WORK/m-noring
+mkdir -p "$M"
+: >"$WORK/daemon.log"
+"$NORING" "$STAGE" -f -o "$OPTS" "$WORK/noring.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
+DPID=$!
+daemon_add "$DPID"
+MOUNTS+=("$M")
+# Not mountpoint(1): a stat of a hung mount waits uninterruptibly.
+for ((i = 0; i < 200; i++)); do
+	grep -q " $M fuse" /proc/mounts && break
+	daemon_alive "$DPID" || break
+	sleep 0.05
+done
+sh -c 'echo data >"$1/file" && ls "$1" >/dev/null' sh "$M" &
+probe=$!
+for ((i = 0; i < 200; i++)); do daemon_alive "$probe" || break; sleep 0.05; done
+if daemon_alive "$probe"; then
+	fuse_abort "$M"	# the only way to free a caller held for rings
+fi
+rc=0
+wait "$probe" || rc=$?
+if ((rc == 0)) && grep -q "FUSE over io_uring is off (Operation not permitted); requests go through /dev/fuse" \
+		"$WORK/daemon.log"; then
+	ok "io_uring refused: the mount answers through /dev/fuse, and says so"
+	served=$(field "$(status "$M")" uring_requests)
+	((served == 0)) || fail "io_uring refused: $served requests through rings"
+	"$SEAL" -q "$M" || fail "io_uring refused: seal"
+	wait_daemon 0
+	[[ $(unsquashfs -cat "$WORK/noring.sqfs" file 2>/dev/null) == data ]] ||
+		fail "io_uring refused: the image lacks the file"
+else
+	fail "io_uring refused: the mount did not answer within 10 s (exit $rc): $(tail -n 3 "$WORK/daemon.log")"
+fi
+
+# --- 9: the rings' threads keep to the CPUs the daemon was given ----------
+if taskset -c 1 true 2>/dev/null; then
+	M=$WORK/m-taskset
+	mkdir -p "$M"
+	taskset -c 0 "$STAGE" -f -o "$OPTS" "$WORK/taskset.sqfs" "$M" >>"$WORK/daemon.log" 2>&1 &
+	DPID=$!
+	daemon_add "$DPID"
+	MOUNTS+=("$M")
+	for ((i = 0; i < 200; i++)); do mountpoint -q "$M" && break; daemon_alive "$DPID" || break; sleep 0.05; done
+	taskset -c 1 sh -c 'echo one >"$1/one"' sh "$M"
+	taskset -c 0 sh -c 'echo zero >"$1/zero"' sh "$M"
+	wide=$(grep -l "^Cpus_allowed_list:[[:space:]]*[^0[:space:]]\|^Cpus_allowed_list:.*[,-]" \
+		/proc/"$DPID"/task/*/status 2>/dev/null | wc -l || true)
+	served=$(field "$(status "$M")" uring_requests)
+	if ((wide == 0 && served > 0)); then
+		ok "taskset -c 0: every thread of the daemon, ring threads too, stays on CPU 0 ($served requests through rings)"
+	else
+		fail "taskset -c 0: $wide threads allowed elsewhere: $(grep -H Cpus_allowed_list /proc/"$DPID"/task/*/status | tr '\n' ' '); $served requests through rings"
+	fi
+	"$SEAL" -q "$M" || fail "taskset -c 0: seal"
+	wait_daemon 0
+	[[ $(unsquashfs -cat "$WORK/taskset.sqfs" one 2>/dev/null) == one ]] ||
+		fail "taskset -c 0: the image lacks the file written from CPU 1"
+fi
 
 finish
