@@ -22,7 +22,7 @@ pkgs=(build-essential meson ninja-build pkg-config
 PJD_VERSION=0.2.2
 PJD_ROOT=/var/cache/sqfs-stage-tests/pjdfstest
 
-have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep >/dev/null 'install ok installed'; }
 
 # cargo_ok: a cargo on PATH that builds Rust 1.85 code.
 cargo_ok() {

@@ -523,7 +523,7 @@ cp -a "$SMALL/." "$M/"
 wait_rehearsed 30
 # Right after a rehearsal: the next is at least a second away.
 echo "its spool file goes" >"$M/dir4/victim"
-spool=$(ls -d "$WORK"/.gone.sqfs.spool.* | head -n1)
+spool=$(ls -d "$WORK"/.gone.sqfs.spool.* | sed -n 1p)
 vino=$(stat -c %i "$M/dir4/victim")
 mv "$spool/data/$vino" "$WORK/victim.data"
 runs=$(field "$(status "$M")" rehearsals)

@@ -447,7 +447,7 @@ else
 fi
 "$SEAL" --quiet "$M4" || fail "block_size=4K: seal"
 wait_daemon 0
-if unsquashfs -lls "$WORK/b4.sqfs" 2>&1 | grep -q " $((64 << 30)) .* squashfs-root/holes$" &&
+if unsquashfs -lls "$WORK/b4.sqfs" 2>&1 | grep >/dev/null " $((64 << 30)) .* squashfs-root/holes$" &&
 	loop_mount "$WORK/b4.sqfs" "$WORK/k4"; then
 	[[ $(tail -c 3 "$WORK/k4/holes") == end ]] && ok "block_size=4K: 64 GiB of holes and 'end' in the image" ||
 		fail "block_size=4K: the end of 'holes' in the image: $(tail -c 3 "$WORK/k4/holes" | od -c | head -n 1)"

@@ -37,7 +37,7 @@ REF=$(sha256sum <"$WORK/ref.sqfs" | cut -d' ' -f1)
 
 spool_of() { # IMAGE: the one spool directory beside it
 	local d
-	d=$(find "$(dirname "$1")" -maxdepth 1 -name ".$(basename "$1").spool.*" | head -n 1)
+	d=$(find "$(dirname "$1")" -maxdepth 1 -name ".$(basename "$1").spool.*" | sed -n 1p)
 	[[ -n $d ]] || { log "FAIL: no spool beside $1"; exit 1; }
 	echo "$d"
 }

@@ -102,7 +102,7 @@ debootstrap_case() {
 		tail -n 20 "$WORK/deb.log" >&2
 		[[ -f $M/debootstrap/debootstrap.log ]] && tail -n 20 "$M/debootstrap/debootstrap.log" >&2
 	fi
-	if findmnt -rn -o TARGET | grep -q "^$M/"; then
+	if findmnt -rn -o TARGET | grep >/dev/null "^$M/"; then
 		fail "debootstrap left mounts below the mount: $(findmnt -rn -o TARGET | grep "^$M/" | tr '\n' ' ')"
 		findmnt -rn -o TARGET | grep "^$M/" | sort -r | xargs -r -n1 umount -l
 	fi

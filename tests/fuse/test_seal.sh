@@ -193,7 +193,7 @@ echo q >"$M/q"
 rm -f "$IMG"
 fusermount3 -u "$M"
 wait_daemon 0
-unsquashfs -lln "$IMG" 2>/dev/null | grep -q ' squashfs-root/q$' &&
+unsquashfs -lln "$IMG" 2>/dev/null | grep >/dev/null ' squashfs-root/q$' &&
 	ok "IMAGE removed after a --keep seal: the unmount wrote it again" ||
 	fail "IMAGE removed after a --keep seal: gone after the unmount, and the spool with it"
 
@@ -207,7 +207,7 @@ echo data >"$M/f"
 "$SEAL" --quiet "$M" || fail "seal through a symlinked IMAGE"
 wait_daemon 0
 [[ -L $WORK/link.sqfs && $(stat -c %a "$WORK/real/r.sqfs") == 640 ]] &&
-	unsquashfs -lln "$WORK/real/r.sqfs" 2>/dev/null | grep -q ' squashfs-root/f$' &&
+	unsquashfs -lln "$WORK/real/r.sqfs" 2>/dev/null | grep >/dev/null ' squashfs-root/f$' &&
 	ok "IMAGE a symlink: sealed through it, link and mode kept" ||
 	fail "IMAGE a symlink: $(ls -l "$WORK/link.sqfs" "$WORK/real")"
 ln -sfn "$(basename "$M")/inside.sqfs" "$WORK/into.sqfs"
@@ -408,7 +408,7 @@ loop_mount "$IMG" "$WORK/k3" && {
 # the path by a second walk)
 mkdir -p "$M/sub/deeper"
 echo victim >"$M/sub/deeper/victim"
-spool=$(ls -d "$WORK"/.keep.sqfs.spool.* | head -n1)
+spool=$(ls -d "$WORK"/.keep.sqfs.spool.* | sed -n 1p)
 vino=$(stat -c %i "$M/sub/deeper/victim")
 if [[ -f $spool/data/$vino ]]; then
 	mv "$spool/data/$vino" "$WORK/victim.data"
@@ -431,7 +431,7 @@ loop_mount "$IMG" "$WORK/k3" && {
 		ok "unmount seal content" || fail "unmount seal content"
 	loop_umount "$WORK/k3"
 }
-ls -A "$WORK" | grep -q 'keep.sqfs.spool' && fail "spool left after unmount seal" || ok "spool removed"
+ls -A "$WORK" | grep >/dev/null 'keep.sqfs.spool' && fail "spool left after unmount seal" || ok "spool removed"
 
 # --- umount -l with a file still open for writing: sealed at its close ---
 # The kernel sends RELEASE in the background; when the last file of a
@@ -561,7 +561,7 @@ fusermount3 -u "$M"
 wait_daemon 1
 grep -q "taken.sqfs: cannot create the image: exists and is not a regular file; the staged tree is kept in" "$WORK/daemon.log" &&
 	ok "unmount seal failure logged" || fail "no log of the failed unmount seal"
-ls -A "$WORK" | grep -q '^\.taken\.sqfs\.spool\.' && ok "spool kept after a failed seal" ||
+ls -A "$WORK" | grep >/dev/null '^\.taken\.sqfs\.spool\.' && ok "spool kept after a failed seal" ||
 	fail "spool removed after a failed seal"
 
 # --- ENOSPC in the image directory ---

@@ -67,7 +67,7 @@ tree_cmp "$SRC" "$WORK/mnt-cp" "cp -a staged view"
 mountpoint -q "$WORK/mnt-cp" && fail "still mounted after sqfs-seal"
 wait_daemon 0
 judge cp "$IMG"
-if ls -A "$WORK/out" | grep -q spool; then
+if ls -A "$WORK/out" | grep >/dev/null spool; then
 	fail "spool directory left behind after the final seal"
 else
 	ok "spool removed"
@@ -87,7 +87,7 @@ IMG=$WORK/out/st.sqfs
 mkdir -p "$WORK/spool"
 stage_mount "$IMG" "$WORK/mnt-s" -s -o "$(IFS=,; echo "${OPTS[*]}"),mkfs_time=$MT,spool=$WORK/spool"
 cp -a "$SRC/." "$WORK/mnt-s/"
-if ls -A "$WORK/spool" | grep -q '^\.st\.sqfs\.spool\.'; then ok "spool=DIR used"; else fail "spool=DIR not used"; fi
+if ls -A "$WORK/spool" | grep >/dev/null '^\.st\.sqfs\.spool\.'; then ok "spool=DIR used"; else fail "spool=DIR not used"; fi
 "$SEAL" --json "$WORK/mnt-s" >"$WORK/seal.json" || fail "sqfs-seal -s"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["image_size"] > 0 and d["compressor"] == "zstd" and d["level"] == 3 and d["settings"] == "zstd level 3" and d["block_size"] == 65536, d' \
 	"$WORK/seal.json" && ok "--json summary parses" || fail "--json summary: $(cat "$WORK/seal.json")"

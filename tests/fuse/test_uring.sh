@@ -176,7 +176,7 @@ served=$(field "$(status "$M")" uring_requests)
 ((served > 0)) || fail "SIGTERM case: the rings are not in use"
 kill -TERM "$DPID"
 wait_daemon 0
-if [[ -s $WORK/term.sqfs ]] && unsquashfs -cat "$WORK/term.sqfs" file 2>/dev/null | grep -qx data; then
+if [[ -s $WORK/term.sqfs ]] && unsquashfs -cat "$WORK/term.sqfs" file 2>/dev/null | grep >/dev/null -x data; then
 	ok "SIGTERM: daemon ended, image sealed"
 else
 	fail "SIGTERM: no sealed image"

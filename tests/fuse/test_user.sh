@@ -84,7 +84,7 @@ chmod 666 /dev/fuse
 M=$U/mnt
 IMG=$U/rootfs.sqfs
 user_mount "$IMG" "$M" "$WORK/daemon.log" comp=gzip,mkfs_time=1
-if findmnt -n -o OPTIONS "$M" | grep -q "user_id=$NOBODY"; then
+if findmnt -n -o OPTIONS "$M" | grep >/dev/null "user_id=$NOBODY"; then
 	ok "mounted by uid $NOBODY"
 else
 	fail "mount options: $(findmnt -n -o OPTIONS "$M")"

@@ -158,7 +158,7 @@ paused_pack() {	# paused_pack LABEL CHANGE...: sets RC and ERR
 	"$SQFS_PACK" -q --queue 2 -c xz:9 -j 1 "$S/swap/t" "$S/out/sw.sqfs" 2>"$S/swap/err" >/dev/null &
 	pid=$!
 	for ((i = 0; i < 1000; i++)); do
-		ls -l "/proc/$pid/fd" 2>/dev/null | grep -q "/swap/t/a\$" && break
+		ls -l "/proc/$pid/fd" 2>/dev/null | grep >/dev/null "/swap/t/a\$" && break
 		sleep 0.005
 	done
 	((i < 1000)) || fail "[$label] never saw sqfs-pack read the first file"
@@ -249,7 +249,7 @@ rm -rf -- "$S/xr"
 
 # A chroot without /proc (xattrs are read through /proc/self/fd): by their
 # full paths, the same image.  A sanitizer's runtime needs /proc itself.
-if ldd "$SQFS_PACK" 2>/dev/null | grep -q 'lib[at]san'; then
+if ldd "$SQFS_PACK" 2>/dev/null | grep >/dev/null 'lib[at]san'; then
 	log "note: [no /proc] a sanitizer build cannot run without /proc: left to the normal mode"
 elif unshare -m true 2>/dev/null; then
 	"$SQFS_PACK" -q --mkfs-time 1 "$S/src" "$S/out/proc.sqfs" 2>/dev/null || fail "[no /proc] reference pack"
@@ -536,7 +536,7 @@ log "ok: [progress] -q hides the bar unless --progress is given"
 
 # The summary names a level only where the settings have one
 for c in "lz4|lz4" "lz4:hc|lz4 hc level 12" "lzo,algorithm=lzo1x_1|lzo lzo1x_1" "zstd:3|zstd level 3"; do
-	OUT=$("$SQFS_PACK" -c "${c%%|*}" "$S/src" "$S/out/desc.sqfs" 2>/dev/null | head -n 1)
+	OUT=$("$SQFS_PACK" -c "${c%%|*}" "$S/src" "$S/out/desc.sqfs" 2>/dev/null | sed -n 1p)
 	[[ $OUT == *": ${c#*|}, block size "* ]] || fail "[summary, -c ${c%%|*}] '$OUT'"
 	J=$("$SQFS_PACK" --json -c "${c%%|*}" "$S/src" "$S/out/desc.sqfs" 2>/dev/null)
 	[[ $J == *'"settings": "'"${c#*|}"'"'* ]] || fail "[--json, -c ${c%%|*}] $J"
@@ -632,7 +632,7 @@ ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -f -qq -o /dev
 	"$SQFS_PACK" -q "$S/deepmv" "$S/out/deepmv.sqfs" 2>"$S/deepmv.err" &
 tracer=$!
 for ((i = 0; i < 400; i++)); do
-	pid=$(pgrep -P "$tracer" -n) && ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "-> $bottom\$" && break
+	pid=$(pgrep -P "$tracer" -n) && ls -l "/proc/$pid/fd" 2>/dev/null | grep >/dev/null -- "-> $bottom\$" && break
 	sleep 0.01
 done
 mv -- "$bottom" "$S/deepmv/moved"

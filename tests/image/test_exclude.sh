@@ -160,12 +160,12 @@ mkdir "$S/mnt/sub"
 "$SQFS_PACK" "${PACK_OPTS[@]}" -x "$S" "$WORK/x.sqfs"
 "$SQFS_PACK" "${PACK_OPTS[@]}" "$S" "$WORK/nox.sqfs"
 mnt_entries=$(listing "$WORK/x.sqfs" | grep -c '^/mnt' || true)
-if [[ $mnt_entries -eq 1 ]] && unsquashfs -ll "$WORK/x.sqfs" /mnt | grep -q '^drwxr-x---'; then
+if [[ $mnt_entries -eq 1 ]] && unsquashfs -ll "$WORK/x.sqfs" /mnt | grep >/dev/null '^drwxr-x---'; then
 	log "ok: -x keeps the mount point, empty, with the mounted root's mode"
 else
 	fail "-x: $(listing "$WORK/x.sqfs" | grep '^/mnt' | tr '\n' ' ')"
 fi
-if listing "$WORK/nox.sqfs" | grep -qx /mnt/inner && listing "$WORK/nox.sqfs" | grep -qx /mnt/sub; then
+if listing "$WORK/nox.sqfs" | grep >/dev/null -x /mnt/inner && listing "$WORK/nox.sqfs" | grep >/dev/null -x /mnt/sub; then
 	log "ok: without -x the mounted tree is packed"
 else
 	fail "without -x: $(listing "$WORK/nox.sqfs" | grep '^/mnt' | tr '\n' ' ')"

@@ -125,7 +125,7 @@ fi
 
 # Excluded first, an entry of the input can be replaced.
 if "$SQFS_PACK" -q -e /bin/su -p 'bin/su c 600 0 0 5 1' "$S" "$WORK/repl.sqfs" 2>"$WORK/err" &&
-	unsquashfs -lln "$WORK/repl.sqfs" /bin/su | grep -q '^crw------- 0/0 *5, *1 '; then
+	unsquashfs -lln "$WORK/repl.sqfs" /bin/su | grep >/dev/null '^crw------- 0/0 *5, *1 '; then
 	log "ok: -e then -p replaces an entry of the input"
 else
 	fail "-e then -p: $(cat "$WORK/err") $(unsquashfs -lln "$WORK/repl.sqfs" /bin/su 2>&1 | tail -n 1)"
