@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "pool/probe.h"
+#include "util/util.h"
 
 #define SAMPLE_CHUNKS	64
 #define SAMPLE_CHUNK	256
@@ -84,12 +85,11 @@ static int flat(const uint8_t *p, uint32_t n)
 	return flat_counts(h, m) && flat_counts(d, md);
 }
 
+/* Little-endian on every host: the hash picks the table slots, so a
+ * native load would make a big-endian machine decide otherwise. */
 static uint32_t load32(const uint8_t *p)
 {
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
+	return get_le32(p);
 }
 
 static uint32_t hash32(uint32_t v, unsigned bits)
