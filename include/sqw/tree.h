@@ -96,6 +96,12 @@ size_t sqw_node_dir_entries(const sqw_node_t *node);
  */
 int sqw_node_set_xattr(sqw_tree_t *tree, sqw_node_t *node, const char *key,
 		       const void *value, size_t size);
+/*
+ * Bytes the node's xattr names take as listxattr(2) gives them (each name
+ * with its namespace and a NUL).  Linux lists at most XATTR_LIST_MAX
+ * (64 KiB): front ends refuse more, the format itself has no such bound.
+ */
+size_t sqw_node_xattr_list_size(const sqw_node_t *node);
 
 /* Opaque per-file data handle given back to the source ops (see image.h). */
 void sqw_node_set_source(sqw_node_t *node, void *src);

@@ -22,6 +22,7 @@
  * input is ignored with a warning (exclude the entry to replace it).
  */
 #include <errno.h>
+#include <linux/limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -440,7 +441,12 @@ static int apply_one(sqw_tree_t *tree, const struct pack_pseudo *ps, size_t i,
 			return pfail(err, d, -EPERM, "user. attributes are for regular files "
 				     "and directories only (Linux refuses them elsewhere)");
 		ret = sqw_node_set_xattr(tree, node, d->xname, d->xvalue, d->xlen);
-		return ret ? pfail(err, d, ret, "setting the attribute") : 0;
+		if (ret)
+			return pfail(err, d, ret, "setting the attribute");
+		if (sqw_node_xattr_list_size(node) > XATTR_LIST_MAX)
+			return pfail(err, d, -E2BIG, "the entry's attribute names would take "
+				     "more than 64 KiB, more than Linux can list");
+		return 0;
 	}
 	if (node) {
 		pack_pseudo_name(d, what, sizeof(what));

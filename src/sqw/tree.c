@@ -560,6 +560,16 @@ int sqw_node_set_xattr(sqw_tree_t *t, sqw_node_t *n, const char *key,
 	return 0;
 }
 
+size_t sqw_node_xattr_list_size(const sqw_node_t *n)
+{
+	size_t i, sum = 0;
+
+	for (i = 0; i < n->nxattrs; i++)
+		sum += strlen(xattr_prefixes[n->xattrs[i].prefix]) +
+		       n->xattrs[i].name_len + 1;
+	return sum;
+}
+
 /* The writer's view of the tree: each node is its own identity. */
 static void entry_of(sqw_node_t *n, const struct sqw_dentry *d, struct sqw_entry *e)
 {

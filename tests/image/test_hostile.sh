@@ -193,6 +193,11 @@ def xf(name, pax):
 xf("xattr-value-900k.tar", {"SCHILY.xattr.user.big": "v" * 900000})
 xf("xattr-name-300.tar", {"SCHILY.xattr.user." + "n" * 300: "v"})
 xf("xattr-name-empty.tar", {"SCHILY.xattr.user.": "v"})
+# Linux lists at most 64 KiB of names (XATTR_LIST_MAX): 256 names of 255
+# bytes and their NULs fill it exactly, one more byte is refused
+xf("xattr-list-64k.tar", {"SCHILY.xattr.user.%03d" % i + "n" * 247: "v" for i in range(256)})
+xf("xattr-list-over.tar", dict({"SCHILY.xattr.user.%03d" % i + "n" * 247: "v" for i in range(256)},
+                               **{"SCHILY.xattr.user.x": "v"}))
 xf("xattr-unknown-ns.tar", {"SCHILY.xattr.bogus.x": "v", "SCHILY.xattr.user.ok": "yes"})
 # user.* exists only on files and directories in Linux: on a symlink it is
 # skipped (with a warning), trusted.* is kept
@@ -395,6 +400,25 @@ section "xattrs"
 bad xattr-value-900k.tar "f: xattr value larger than 64 KiB.*user\.big"
 bad xattr-name-300.tar "f: xattr name longer than 255 bytes.*user\.nnn"
 bad xattr-name-empty.tar "f: storing xattrs.*xattr 'user\.'"
+bad xattr-list-over.tar "f: xattr names longer than 64 KiB in all, which Linux cannot list"
+# The most Linux lists: every name, through the kernel.
+rm -rf -- "${OUT:?}"/*
+run xattr-list-64k.tar
+if ((RC != 0)); then
+	fail "[xattr-list-64k.tar] exit status $RC, expected 0: ${MSG:0:300}"
+elif ! mount_image "$OUT/img.sqfs" "$S/kx"; then
+	fail "[xattr-list-64k.tar] kernel mount"
+else
+	n=$(getfattr -d -m- --absolute-names "$S/kx/f" 2>&1 | grep -c '^user\.[0-9]\{3\}n\{247\}="v"$' || true)
+	if [[ $n == 256 ]]; then
+		log "ok: [xattr-list-64k.tar] the kernel lists all 256 names (64 KiB)"
+	else
+		fail "[xattr-list-64k.tar] the kernel lists $n of 256 names: $(getfattr -d -m- "$S/kx/f" 2>&1 | first 2)"
+	fi
+	umount_quiet "$S/kx"
+fi
+rmdir -- "$S/kx" 2>/dev/null || true
+rm -f -- "$OUT/img.sqfs"
 
 section "decompression bombs"
 # 1 GiB of zeros spooled beside a 32 MiB image directory: a full disk, said so.

@@ -236,6 +236,19 @@ apply_error "pseudo definition 'bin/su/x d 755 0 0': a parent is not a directory
 apply_error "pseudo definition 'nothing x user.k=v': no such entry for the attribute" -p 'nothing x user.k=v'
 apply_error "user. attributes are for regular files and directories only" \
 	-p 'dev d 755 0 0' -p 'dev/null c 666 0 0 1 3' -p 'dev/null x user.k=v'
+# Linux lists at most 64 KiB of names: 256 of 255 bytes fill it, one more
+# is refused
+for i in $(seq -w 0 255); do
+	printf 'etc x user.%s%s=v\n' "$i" "$(printf 'n%.0s' $(seq 247))"
+done >"$WORK/list64k.txt"
+"$SQFS_PACK" -q --pseudo-file "$WORK/list64k.txt" "$S" "$WORK/l.sqfs" 2>"$WORK/err" &&
+	[[ $(rdsquashfs -x /etc "$WORK/l.sqfs" 2>/dev/null | grep -c '^user\.[0-9]*n*=') == 256 ]] &&
+	log "ok: 256 attribute names of 255 bytes (64 KiB listed)" ||
+	fail "256 attribute names of 255 bytes: $(cat "$WORK/err")"
+rm -f -- "$WORK/l.sqfs"
+echo 'etc x user.x=v' >>"$WORK/list64k.txt"
+apply_error "list64k.txt:257.*the entry's attribute names would take more than 64 KiB, more than Linux can list" \
+	--pseudo-file "$WORK/list64k.txt"
 printf 'a d 755 0 0\n\nb/c d 755 0 0\n' >"$WORK/late.txt"
 apply_error "(.*late.txt:3)" --pseudo-file "$WORK/late.txt"
 

@@ -395,7 +395,13 @@ static void test_walk_ops(void **state)
 	sqw_node_set_source(f, &src_f);
 	assert_int_equal(sqw_node_set_xattr(t, f, "user.mime", "text", 4), 0);
 	assert_int_equal(sqw_node_set_xattr(t, f, "security.selinux", "x", 1), 0);
+	/* As listxattr gives them: "user.mime\0security.selinux\0"; a
+	 * replaced value adds no name. */
+	assert_int_equal(sqw_node_xattr_list_size(f), 10 + 17);
+	assert_int_equal(sqw_node_set_xattr(t, f, "user.mime", "text", 4), 0);
+	assert_int_equal(sqw_node_xattr_list_size(f), 10 + 17);
 	g = add(t, root, "g", &file_attr);
+	assert_int_equal(sqw_node_xattr_list_size(g), 0);
 	d = add(t, root, "dir", &dir_attr);
 	l = add(t, root, "l", &link_attr);
 	assert_int_equal(sqw_tree_link(t, d, "hard", 4, f), 0);
