@@ -168,7 +168,8 @@ int stage_spool_open(struct stage *s, const char *where, char *msg, size_t len)
 void stage_remove_spool(struct stage *s)
 {
 	static const char *const spool_files[] = {
-		"journal", "journal.new", "blocks", "volatile", "options", "options.new"
+		"journal", "journal.new", "blocks", "volatile", "options", "options.new",
+		"pseudo", "pseudo.new"	/* -o pseudo_file (spoolopts.c) */
 	};
 	size_t i;
 

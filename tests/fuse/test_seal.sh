@@ -674,6 +674,12 @@ chmod 750 "$WORK/psrc2"
 touch -d @1650000000 "$M/hello" "$M" "$WORK/psrc2/hello" "$WORK/psrc2"
 "$SEAL" --quiet "$M" || fail "seal with pseudo entries"
 wait_daemon 0
+# SPOOL/pseudo goes with the rest: it kept the spool directory after the seal.
+if [[ -n $(find "$WORK" -maxdepth 1 -name '.pseudo.sqfs.spool.*') ]]; then
+	fail "pseudo_file: spool left after the seal: $(find "$WORK"/.pseudo.sqfs.spool.* | tr '\n' ' ')"
+else
+	ok "pseudo_file: spool removed after the seal"
+fi
 "$PACK" -q --mkfs-time 1700000000 --pseudo-file "$WORK/pseudo.txt" "$WORK/psrc2" "$WORK/pseudo-ref.sqfs"
 cmp -s "$WORK/pseudo.sqfs" "$WORK/pseudo-ref.sqfs" && ok "pseudo_file: image equals sqfs-pack --pseudo-file" ||
 	fail "pseudo_file: image differs from sqfs-pack --pseudo-file"
