@@ -228,6 +228,18 @@ void stage_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		return;
 	}
 	data_changed(s, h, (uint64_t)off, (uint64_t)res, fi->writepage);
+	/*
+	 * O_SYNC and O_DSYNC (the request's flags say which): the kernel
+	 * follows the write with an FSYNC, which -o volatile turns off for
+	 * good (stage_op_fsync).  Such writes still flush their file's data,
+	 * as the kernel does itself for those that passthrough sends to the
+	 * spool file; the journal is left to the mark (volatile.c).
+	 */
+	if (s->no_sync && (fi->flags & O_DSYNC) &&
+	    ((fi->flags & O_SYNC) == O_SYNC ? fsync(h->fd) : fdatasync(h->fd))) {
+		reply_err(req, errno);
+		return;
+	}
 	fuse_reply_write(req, (size_t)res);
 }
 

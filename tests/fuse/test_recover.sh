@@ -13,8 +13,9 @@
 #   - a journal cut short mid-batch recovers up to the last whole batch
 #   - recovering a spool in use, or a directory that is no spool, fails
 #   - an fsync flushes the journal and spool names only when they changed
-#   - -o volatile: fsync flushes nothing; the tree survives kill -9 of the
-#     daemon; a recovery in another boot is refused until the mark is removed
+#   - -o volatile: fsync flushes nothing (O_SYNC writes flush their file's
+#     data); the tree survives kill -9 of the daemon; a recovery in another
+#     boot is refused until the mark is removed
 #   - the spool keeps the mount's options (SPOOL/options) and the mkfs_time
 #     in effect: a bare --recover seals what the lost daemon would have, and
 #     options given with --recover win
@@ -525,6 +526,22 @@ fd = os.open(d, os.O_RDONLY); os.fsync(fd); os.close(fd)'
 n=$(grep -cE '^[0-9]+ +(fsync|fdatasync|syncfs)\(' "$WORK/tr7" || true)
 ((n == 0)) && ok "volatile: 40 fsyncs and an fsyncdir flushed nothing" ||
 	fail "volatile: $n flushes: $(grep -E 'sync\(' "$WORK/tr7" | head -n 3)"
+# O_SYNC and O_DSYNC writes still flush their file's data (the man page
+# says so): read-write handles are never in passthrough, so their writes
+# come through the daemon, and the kernel's FSYNC after each was off.
+traced "$WORK/tr7s" 'import os, sys
+d = sys.argv[1] + "/v/"
+for fl in (os.O_SYNC, os.O_DSYNC):
+    fd = os.open(d + "s%d" % fl, os.O_RDWR | os.O_CREAT | fl, 0o644)
+    for i in range(5):
+        os.pwrite(fd, b"s" * 4096, i * 4096)
+    os.close(fd)
+fd = os.open(d + "f0", os.O_RDWR); os.pwrite(fd, b"v0", 0); os.close(fd)'
+n=$(grep -cE '^[0-9]+ +fsync\([0-9]+<'"$SP"'/data/[0-9]+>' "$WORK/tr7s" || true)
+m=$(grep -cE '^[0-9]+ +fdatasync\([0-9]+<'"$SP"'/data/[0-9]+>' "$WORK/tr7s" || true)
+a=$(grep -cE '^[0-9]+ +(fsync|fdatasync|syncfs)\(' "$WORK/tr7s" || true)
+((n == 5 && m == 5 && a == 10)) && ok "volatile: O_SYNC and O_DSYNC writes flushed their file" ||
+	fail "volatile: O_SYNC/O_DSYNC writes: $n fsyncs, $m fdatasyncs of the file, $a flushes (want 5, 5, 10)"
 crash "$M"
 stage_mount "$IMG" "$M" --recover "$SP" -o $OPTS,volatile
 [[ $(cat "$M/v/f7") == v7 && -f $SP/volatile ]] &&
