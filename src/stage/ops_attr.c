@@ -14,7 +14,8 @@
 
 #include "stage/ops.h"
 
-#define CAP_FSETID_BIT 4	/* linux/capability.h */
+#define CAP_FOWNER_BIT 3	/* linux/capability.h */
+#define CAP_FSETID_BIT 4
 
 void stage_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -79,12 +80,12 @@ static int truncate_node(struct stage *s, struct snode *n, off_t size,
 
 /*
  * From /proc/PID/status of the caller of req: whether it is in group gid
- * (its own or a supplementary one) and whether CAP_FSETID is in its
- * effective set.  What cannot be read counts as neither.  Not
+ * (its own or a supplementary one) and whether CAP_FSETID and CAP_FOWNER
+ * are in its effective set.  What cannot be read counts as neither.  Not
  * fuse_req_getgroups(): libfuse 3.14 searches its read buffer without
  * terminating it (ASan finds the overrun).
  */
-static void caller_status(fuse_req_t req, gid_t gid, int *in_group, int *fsetid)
+static void caller_status(fuse_req_t req, gid_t gid, int *in_group, int *fsetid, int *fowner)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char path[64], *line = NULL, *g;
@@ -93,13 +94,18 @@ static void caller_status(fuse_req_t req, gid_t gid, int *in_group, int *fsetid)
 
 	*in_group = ctx->gid == gid;
 	*fsetid = 0;
+	*fowner = 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
 	f = fopen(path, "re");
 	if (!f)
 		return;
 	while (getline(&line, &cap, f) > 0) {
-		if (!strncmp(line, "CapEff:", 7))
-			*fsetid = !!(strtoull(line + 7, NULL, 16) & (1ull << CAP_FSETID_BIT));
+		if (!strncmp(line, "CapEff:", 7)) {
+			unsigned long long eff = strtoull(line + 7, NULL, 16);
+
+			*fsetid = !!(eff & (1ull << CAP_FSETID_BIT));
+			*fowner = !!(eff & (1ull << CAP_FOWNER_BIT));
+		}
 		if (strncmp(line, "Groups:", 7))
 			continue;
 		for (g = line + 7; !*in_group;) {
@@ -177,29 +183,42 @@ static int caller_in_chown(fuse_req_t req)
  */
 enum kill_why { KILL_CHOWN, KILL_UNPRIVILEGED, KILL_UNKNOWN };
 
-static void kill_privs(struct stage *s, struct snode *n, fuse_req_t req, enum kill_why why)
+/*
+ * 0, or EPERM for a chown(-1, -1) that would drop a set-id bit of a file
+ * the caller neither owns nor has CAP_FOWNER for: Linux makes that drop a
+ * mode change, which only the owner may make (the kernel, which leaves
+ * the drop to us, checks nothing for it).
+ */
+static int kill_privs(struct stage *s, struct snode *n, fuse_req_t req, enum kill_why why)
 {
-	int in_group = 1, fsetid = 0;
+	int in_group = 1, fsetid = 0, fowner = 1, in_chown = -1, unknown = why == KILL_UNKNOWN;
+	mode_t mode;
 
 	if (S_ISDIR(n->mode))
-		return;
+		return 0;
 	if (why == KILL_UNKNOWN || ((n->mode & S_ISGID) && !(n->mode & S_IXGRP)))
-		caller_status(req, n->gid, &in_group, &fsetid);
+		caller_status(req, n->gid, &in_group, &fsetid, &fowner);
 	if (why == KILL_UNPRIVILEGED)
 		fsetid = 0;	/* the kernel's word for it */
 	if (why == KILL_UNKNOWN && fsetid) {
 		if (s->capdrop_ino == n->ino && s->capdrop_pid == fuse_req_ctx(req)->pid) {
 			s->capdrop_ino = 0;
-			if (!caller_in_chown(req))
-				return;
+			if (!(in_chown = caller_in_chown(req)))
+				return 0;
 		}
 		why = KILL_CHOWN;
 	}
-	n->mode &= ~(mode_t)S_ISUID;
+	mode = n->mode & ~(mode_t)S_ISUID;
 	if ((n->mode & S_IXGRP) || (!in_group && !fsetid))
-		n->mode &= ~(mode_t)S_ISGID;
+		mode &= ~(mode_t)S_ISGID;
+	if (unknown && mode != n->mode && !fowner &&
+	    fuse_req_ctx(req)->uid != n->uid &&
+	    (in_chown < 0 ? caller_in_chown(req) : in_chown))
+		return EPERM;
+	n->mode = mode;
 	if (!xattr_remove(n, XATTR_CAPS))
 		stage_jnl_xattr(s, n, XATTR_CAPS, NULL, 0, 1);
+	return 0;
 }
 
 void stage_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -232,10 +251,10 @@ void stage_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out;
 	}
 	if (to_set & FUSE_SET_ATTR_KILL_SUID)
-		kill_privs(s, n, req, to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) ?
-			   KILL_CHOWN : KILL_UNPRIVILEGED);
-	else if (!(to_set & ~FUSE_SET_ATTR_KILL_SGID))
-		kill_privs(s, n, req, KILL_UNKNOWN);
+		(void)kill_privs(s, n, req, to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) ?
+				 KILL_CHOWN : KILL_UNPRIVILEGED);
+	else if (!(to_set & ~FUSE_SET_ATTR_KILL_SGID) && (err = kill_privs(s, n, req, KILL_UNKNOWN)))
+		goto out;
 	if (to_set & FUSE_SET_ATTR_MODE)
 		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
 	if ((uid != n->uid || gid != n->gid) && (err = -stage_node_set_owner(s, n, uid, gid))) {

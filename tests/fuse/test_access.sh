@@ -215,6 +215,21 @@ os.write(fd, b"a"); os.fchmod(fd, 0o4777); os.write(fd, b"b"); os.close(fd)' "$d
 	# group execute too
 	mk c_sgid_nx_other 2745; chgrp 0 "$d/c_sgid_nx_other"; chmod 2745 "$d/c_sgid_nx_other"
 	as_nobody chown "$NOBODY" "$d/c_sgid_nx_other"; res c_sgid_nx_other
+	# a chown(-1, -1) of root's file by nobody: dropping a set-id bit is a
+	# mode change, which only the owner may make (EPERM, the bits stay);
+	# with no bit to drop it changes nothing and succeeds
+	chown_same() {
+		as_nobody python3 -c '
+import os, sys
+try:
+    os.chown(sys.argv[1], -1, -1); print(sys.argv[2], "ok")
+except OSError as e:
+    print(sys.argv[2], os.strerror(e.errno))' "$d/$1" "$1"
+	}
+	mk cs_suid 0755; chown 0:0 "$d/cs_suid"; chmod 4755 "$d/cs_suid"; chown_same cs_suid; res cs_suid
+	mk cs_sgid_nx 0745; chown 0:0 "$d/cs_sgid_nx"; chmod 2745 "$d/cs_sgid_nx"
+	chown_same cs_sgid_nx; res cs_sgid_nx
+	mk cs_plain 0755; chown 0:0 "$d/cs_plain"; chown_same cs_plain; res cs_plain
 }
 need_cmd setfattr getfattr truncate python3
 REF=$WORK/ref
@@ -224,7 +239,8 @@ privs "$REF" >"$WORK/privs.ref"
 for want in "w_suid 777" "w_sgid 777" "w_sgid_nx 2767" "w_sgid_nx_other 766" "root_w 6777" "trunc 777" \
 	"chown 755" "chmod_w 777" "dir 2775" "cap_w cap" "cap_w nocap" "cap_kept cap" \
 	"cap_suid_root nocap" "cap_suid_root 4755" "cap_chown_same nocap" "cap_chown_same 755" \
-	"cap_suid_dd 4755" "c_sgid_nx_other 745"; do
+	"cap_suid_dd 4755" "c_sgid_nx_other 745" "cs_suid Operation not permitted" "cs_suid 4755" \
+	"cs_sgid_nx Operation not permitted" "cs_sgid_nx 2745" "cs_plain ok" "cs_plain 755"; do
 	grep -qx "$want" "$WORK/privs.ref" || fail "the kernel's own rule: no '$want' in $(tr '\n' ' ' <"$WORK/privs.ref")"
 done
 for mopt in allow_other allow_other,no_passthrough; do
