@@ -148,13 +148,12 @@ static int add_xattrs(struct tar_ctx *c, struct archive_entry *e,
 		}
 		if (ret)
 			return fail(c, ret, "storing xattrs", path);
-		if (sqw_node_xattr_list_size(n) > XATTR_LIST_MAX) {
-			c->err->detail[0] = '\0';
-			return fail(c, -EBADMSG, "xattr names longer than 64 KiB in all, "
-				    "which Linux cannot list", path);
-		}
 	}
 	c->err->detail[0] = '\0';
+	/* Once a member: the sum walks every name. */
+	if (sqw_node_xattr_list_size(n) > XATTR_LIST_MAX)
+		return fail(c, -EBADMSG, "xattr names longer than 64 KiB in all, "
+			    "which Linux cannot list", path);
 	return 0;
 }
 
